@@ -1,0 +1,118 @@
+"""The ``codept`` command line.
+
+  codept prepare [SRC...] [--out DIR]       views of a corpus (default: this Python's stdlib), summary
+  codept tokenizer train SRC... --out DIR   byte-level BPE with codept's special tokens
+  codept grammar check [LANG...]            run the caret-annotated fixtures of grammars/<lang>/
+  codept view FILE [--tokenizer DIR]        print the view of one file (debugging a grammar)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _cmd_tokenizer_train(args) -> int:
+    from codept.tokenizer import iter_training_files, train_tokenizer
+
+    files = iter_training_files(args.sources)
+    if not files:
+        print(f"no training files (code or .txt/.md/.rst) under {args.sources}", file=sys.stderr)
+        return 2
+    summary = train_tokenizer(files, args.out, vocab_size=args.vocab_size, min_frequency=args.min_frequency)
+    print(f"tokenizer: {summary['vocab_size']} tokens ({summary['n_special']} special) from "
+          f"{summary['files']} files, {len(summary['skipped'])} skipped -> {args.out}/tokenizer.json")
+    return 0
+
+
+def _cmd_grammar_check(args) -> int:
+    from codept.structure.fixtures import check_language
+    from codept.structure.grammar import available_languages
+
+    bad = 0
+    for lang in args.langs or available_languages():
+        results = check_language(lang)
+        n = sum(r.n_checks for r in results)
+        fails = [f for r in results for f in r.failures]
+        print(f"{lang}: {len(results)} fixtures, {n} assertions, {len(fails)} failures")
+        for f in fails:
+            print("  " + f)
+        bad += len(fails) + (len(results) == 0)
+    return 1 if bad else 0
+
+
+def _cmd_view(args) -> int:
+    from codept.data.sources import read_source
+    from codept.structure.grammar import language_for_path
+    from codept.structure.kinds import DEFINITION_KINDS, ROLES, SPAN_KINDS
+    from codept.structure.view import build_view
+    from codept.tokenizer import default_tokenizer_dir, load_tokenizer
+
+    tok = load_tokenizer(args.tokenizer or default_tokenizer_dir())
+    lang = args.lang or language_for_path(args.file)
+    if lang is None:
+        print(f"{args.file}: unknown language; pass --lang", file=sys.stderr)
+        return 2
+    v = build_view(str(args.file), lang, read_source(args.file), tok)
+    kinds = list(SPAN_KINDS)
+    print(f"{v.path} [{v.lang}] {len(v)} tokens, has_error={v.has_error}")
+    for s, e, k in v.spans.tolist():
+        print(f"  span {kinds[k]:<10} [{s}:{e}) {v.token_text(s, e)[:60]!r}")
+    for s, e, n, r, b in v.idents.tolist():
+        print(f"  ident {ROLES[r]:<4} b={b:<4} {v.names[n]!r}")
+    for k, s, e, ns, ne, ds, de in v.functions.tolist():
+        doc = v.token_text(ds, de)[:50] if ds >= 0 else None
+        print(f"  {DEFINITION_KINDS[k]} {v.token_text(ns, ne).strip()!r} doc={doc!r}")
+    return 0
+
+
+def _cmd_prepare(args) -> int:
+    from codept.prepare import main as prepare_main
+
+    return prepare_main(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="codept", description="Structure-aware pretraining data for code models.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    pp = sub.add_parser("prepare", help="build views of a corpus and print a summary")
+    pp.add_argument("sources", nargs="*", help="files/directories (default: this interpreter's stdlib)")
+    pp.add_argument("--out", type=Path, help="output folder (default: a cache folder keyed by content hash)")
+    pp.add_argument("--tokenizer", type=Path, help="tokenizer folder (default: BPE trained on the stdlib, cached)")
+    pp.add_argument("--workers", type=int, default=0, help="worker processes (default: all cores)")
+    pp.add_argument("--max-bytes", type=int, default=1_000_000, help="skip files larger than this")
+    pp.add_argument("--timeout", type=float, default=20.0, help="seconds per file before it is skipped")
+    pp.add_argument("--max-depth", type=int, default=1500, help="skip files whose syntax tree is deeper")
+    pp.add_argument("--force", action="store_true", help="rebuild even when the cache is complete")
+    pp.set_defaults(fn=_cmd_prepare)
+
+    pt = sub.add_parser("tokenizer", help="tokenizer commands").add_subparsers(dest="sub", required=True)
+    tt = pt.add_parser("train", help="train a byte-level BPE on code/text")
+    tt.add_argument("sources", nargs="+")
+    tt.add_argument("--out", required=True, type=Path)
+    tt.add_argument("--vocab-size", type=int, default=16384)
+    tt.add_argument("--min-frequency", type=int, default=2)
+    tt.set_defaults(fn=_cmd_tokenizer_train)
+
+    pg = sub.add_parser("grammar", help="grammar commands").add_subparsers(dest="sub", required=True)
+    gc = pg.add_parser("check", help="run the annotated fixtures of grammars/<lang>/fixtures")
+    gc.add_argument("langs", nargs="*")
+    gc.set_defaults(fn=_cmd_grammar_check)
+
+    pv = sub.add_parser("view", help="print the view of one file")
+    pv.add_argument("file", type=Path)
+    pv.add_argument("--lang")
+    pv.add_argument("--tokenizer", type=Path)
+    pv.set_defaults(fn=_cmd_view)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""Input discovery: which files a job reads, with every one of them accounted for.
+
+1. ``stdlib_files()``: the running interpreter's standard library, the embedded default corpus
+   (``sysconfig`` stdlib, without ``test/``, ``tests/``, ``idlelib/``, ``lib2to3/``, ``site-packages/``).
+2. ``discover(sources)``: files and directories -> ``(path, lang)`` for files whose extension belongs
+   to a grammar, plus ``(path, reason)`` skips for everything else (unknown language, symlink loop,
+   unreadable directory). Directories are walked without following symlinks; symlinked files are
+   read once under their own path.
+3. ``read_source(path, max_bytes)``: bytes -> text with the file-level filters (too large, binary,
+   bad UTF-8, empty), raising SkipFile with a stable reason.
+Not covered yet (data-pipeline issue): jsonl/parquet/HF inputs, dedup, redaction.
+"""
+
+from __future__ import annotations
+
+import os
+import sysconfig
+from pathlib import Path
+
+from codept.structure.grammar import SkipFile, language_for_path
+
+STDLIB_EXCLUDE = {"test", "tests", "idlelib", "lib2to3", "site-packages", "__pycache__"}
+DEFAULT_MAX_BYTES = 1_000_000
+
+
+def stdlib_root() -> Path:
+    return Path(sysconfig.get_paths()["stdlib"])
+
+
+def stdlib_files() -> list[Path]:
+    root = stdlib_root()
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in STDLIB_EXCLUDE)
+        out.extend(Path(dirpath) / f for f in filenames if f.endswith(".py"))
+    return sorted(out)
+
+
+def discover(sources: list[str | os.PathLike]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """Returns (files [(path, lang)], skipped [(path, reason)]), both sorted by path."""
+    files: list[tuple[str, str]] = []
+    skipped: list[tuple[str, str]] = []
+
+    def add(p: Path) -> None:
+        lang = language_for_path(p)
+        if lang is None:
+            skipped.append((str(p), "unknown_language"))
+        else:
+            files.append((str(p), lang))
+
+    for src in sources:
+        p = Path(src)
+        if p.is_file():
+            add(p)
+            continue
+        if not p.is_dir():
+            skipped.append((str(p), "not_found" if not os.path.lexists(p) else "not_a_file"))
+            continue
+        errors: list[OSError] = []
+        for dirpath, dirnames, filenames in os.walk(p, onerror=errors.append, followlinks=False):
+            dirnames.sort()
+            for d in dirnames:
+                if os.path.islink(os.path.join(dirpath, d)):
+                    skipped.append((os.path.join(dirpath, d), "symlinked_directory"))
+            for f in sorted(filenames):
+                fp = Path(dirpath) / f
+                if fp.is_symlink() and not fp.exists():
+                    skipped.append((str(fp), "broken_symlink"))
+                elif not fp.is_file():
+                    skipped.append((str(fp), "not_a_file"))
+                else:
+                    add(fp)
+        skipped.extend((e.filename or str(p), "unreadable_directory") for e in errors)
+    return sorted(files), sorted(skipped)
+
+
+def read_source(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+    """Read and decode one source file, or raise SkipFile naming the filter that refused it."""
+    try:
+        size = os.path.getsize(path)
+        if size > max_bytes:
+            raise SkipFile("too_large", f"{size} bytes > max_bytes={max_bytes}")
+        with open(path, "rb") as f:
+            data = f.read(max_bytes + 1)
+    except OSError as e:
+        raise SkipFile("unreadable", f"{type(e).__name__}: {e.strerror}") from e
+    return decode_source(data, max_bytes)
+
+
+def decode_source(data: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+    if len(data) > max_bytes:
+        raise SkipFile("too_large", f"{len(data)} bytes > max_bytes={max_bytes}")
+    if b"\0" in data[:8192]:
+        raise SkipFile("binary", "NUL byte in the first 8 KiB")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SkipFile("bad_utf8", f"invalid UTF-8 at byte {e.start}") from e
+    if not text.strip():
+        raise SkipFile("empty")
+    return text

@@ -1,0 +1,195 @@
+"""Caret-annotated grammar fixtures: the executable spec of a language's query files.
+
+A fixture is a source file in ``grammars/<lang>/fixtures/``. An *annotation line* is a line whose
+first non-blank text is the language's line comment followed by ``^`` or ``<-``; it points at the
+nearest preceding non-annotation line (the target line)::
+
+    def add(a, b):
+    #       ^ def: a
+    #          ^ def: b
+    #   ^^^ @definition.function doc: Add two
+        return a + b
+    #          ^ ref: a
+    #          ^^^^^ @span.expression
+
+``^^^`` marks character columns [c0, c1) of the target line; ``<-`` marks the column where the
+comment marker starts and checks the start only (for column 0 and 1). Assertions:
+
+  ``@span.KIND``                a span of KIND starts at c0 and (on this line) ends at c1; a span
+                                running past the line must be marked to the end of the line
+  ``!@span.KIND``               no span of KIND is exactly here
+  ``def: L`` / ``ref: L`` / ``free: L``
+                                an identifier exactly here with that role; all identifiers labelled L
+                                in one file share one binding, different labels differ
+  ``!ident``                    no identifier here (attribute names, keyword arguments)
+  ``@definition.KIND [doc: TEXT | nodoc]``
+                                a definition of KIND whose name is exactly here; its doc contains
+                                TEXT, or it has none
+
+Checks run on the parser layer in character offsets (no tokenizer), so they test the queries and
+the resolver exactly. ``codept grammar check LANG`` runs them from the command line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from codept.structure import grammar, kinds, offsets
+from codept.structure.view import resolve_identifiers
+
+
+@dataclass
+class Annotation:
+    line: int  # 1-based line number of the annotation (for messages)
+    target: int  # 0-based index of the target line
+    c0: int
+    c1: int | None  # None: start-only (`<-`)
+    text: str  # the assertion
+
+
+@dataclass
+class FixtureResult:
+    path: str
+    n_checks: int
+    failures: list[str]
+    asserted: dict[str, int]  # what was asserted: span kinds, roles, definition kinds
+
+
+def parse_annotations(lines: list[str], comments: tuple[str, ...]) -> list[Annotation]:
+    marker = "|".join(re.escape(c) for c in sorted(comments, key=len, reverse=True))
+    pat = re.compile(rf"^(\s*)({marker})(\s*)(\^+|<-)\s*(.*?)\s*$")
+    out: list[Annotation] = []
+    target = -1
+    for i, line in enumerate(lines):
+        m = pat.match(line)
+        if not m:
+            target = i
+            continue
+        if target < 0:
+            raise ValueError(f"line {i + 1}: annotation before any code line")
+        indent, _mk, gap, arrow, text = m.groups()
+        if arrow == "<-":
+            out.append(Annotation(i + 1, target, len(indent), None, text))
+        else:
+            c0 = m.start(4)
+            out.append(Annotation(i + 1, target, c0, c0 + len(arrow), text))
+    return out
+
+
+def check_fixture(path: str | Path, lang: str) -> FixtureResult:
+    path = Path(path)
+    g = grammar.load_grammar(lang)
+    text = path.read_text(encoding="utf-8")
+    data = text.encode("utf-8")
+    lines = text.split("\n")
+    line_start = np.concatenate([[0], np.cumsum([len(x) + 1 for x in lines])])
+    anns = parse_annotations(lines, g.line_comment)
+
+    parsed = grammar.parse(lang, data)
+    table = offsets.byte_to_char_table(data)
+
+    def chars(a: np.ndarray) -> np.ndarray:
+        return offsets.byte_to_char(a, table)
+
+    failures: list[str] = []
+    if parsed.has_error:
+        failures.append(f"{path.name}: parses with syntax errors at bytes {parsed.errors.tolist()[:5]}")
+    span_set = {}
+    for s, e, k in parsed.spans.tolist():
+        span_set.setdefault(int(chars(np.array([s]))[0]), []).append((int(chars(np.array([e]))[0]), k))
+    idents = resolve_identifiers(parsed, data, g.scope_order)
+    ident_at = {(int(chars(np.array([s]))[0]), int(chars(np.array([e]))[0])): (r, b) for s, e, r, b in idents.tolist()}
+    ident_start = {s: v for (s, _e), v in ident_at.items()}
+    tags = {}
+    for t in parsed.tags:
+        ns, ne = chars(np.array([t.name_start, t.name_end])).tolist()
+        doc = "".join(data[a:b].decode() for a, b in t.doc)
+        tags[(ns, ne)] = tags[ns] = (kinds.DEFINITION_KINDS[t.kind], doc, bool(t.doc))
+
+    labels: dict[str, int] = {}
+    binding_label: dict[int, str] = {}
+    asserted: dict[str, int] = {}
+    for a in anns:
+        where = f"{path.name}:{a.line}"
+        lo = int(line_start[a.target]) + a.c0
+        hi = None if a.c1 is None else int(line_start[a.target]) + a.c1
+        line_end = int(line_start[a.target]) + len(lines[a.target].rstrip())
+        got = repr(text[lo:hi if hi is not None else lo + 12])
+        m = re.fullmatch(r"(!?)@span\.(\w+)", a.text)
+        if m:
+            neg, kind = m.groups()
+            if kind not in kinds.SPAN_KIND_ID:
+                failures.append(f"{where}: unknown span kind {kind!r}")
+                continue
+            k = kinds.SPAN_KIND_ID[kind]
+            ok = any(
+                kk == k and (hi is None or min(e, line_end) == hi and (e <= line_end or hi == line_end))
+                for e, kk in span_set.get(lo, [])
+            )
+            if ok == bool(neg):
+                failures.append(f"{where}: expected {'no ' if neg else ''}@span.{kind} at {got}; "
+                                f"spans starting there: {[(kinds_name(kk), text[lo:e][:30]) for e, kk in span_set.get(lo, [])]}")
+            if not neg:
+                asserted[f"span.{kind}"] = asserted.get(f"span.{kind}", 0) + 1
+            continue
+        m = re.fullmatch(r"(def|ref|free):\s*(\S+)", a.text)
+        if m:
+            role, label = m.groups()
+            hit = ident_start.get(lo) if hi is None else ident_at.get((lo, hi))
+            asserted[role] = asserted.get(role, 0) + 1
+            if hit is None:
+                near = [text[s:e] for (s, e) in ident_at if s <= lo < e or lo <= s < (hi or lo + 1)]
+                failures.append(f"{where}: expected identifier ({role}: {label}) at {got}; found {near or 'none'}")
+                continue
+            r, b = hit
+            if kinds.ROLES[r] != role:
+                failures.append(f"{where}: {got} has role {kinds.ROLES[r]}, expected {role}")
+            if label in labels and labels[label] != b:
+                failures.append(f"{where}: {got} (label {label}) has a different binding than earlier {label}")
+            if b in binding_label and binding_label[b] != label:
+                failures.append(f"{where}: {got} (label {label}) shares its binding with label {binding_label[b]}")
+            labels.setdefault(label, b)
+            binding_label.setdefault(b, label)
+            continue
+        if a.text == "!ident":
+            hit = ident_start.get(lo) if hi is None else ident_at.get((lo, hi))
+            if hit is not None:
+                failures.append(f"{where}: {got} should not be an identifier (role {kinds.ROLES[hit[0]]})")
+            continue
+        m = re.fullmatch(r"@definition\.(\w+)(?:\s+(nodoc|doc:\s*(.+)))?", a.text)
+        if m:
+            kind, docspec, doctext = m.groups()
+            asserted[f"definition.{kind}"] = asserted.get(f"definition.{kind}", 0) + 1
+            hit = tags.get(lo) if hi is None else tags.get((lo, hi))
+            if hit is None:
+                failures.append(f"{where}: expected @definition.{kind} named {got}; none")
+                continue
+            tk, doc, has_doc = hit
+            if tk != kind:
+                failures.append(f"{where}: {got} is @definition.{tk}, expected {kind}")
+            if docspec == "nodoc" and has_doc:
+                failures.append(f"{where}: {got} should have no doc, has {doc[:40]!r}")
+            if doctext is not None:
+                asserted["doc"] = asserted.get("doc", 0) + 1
+                if doctext not in doc:
+                    failures.append(f"{where}: doc of {got} is {doc[:60]!r}, expected it to contain {doctext!r}")
+            continue
+        failures.append(f"{where}: cannot read annotation {a.text!r}")
+    return FixtureResult(str(path), len(anns), failures, asserted)
+
+
+def kinds_name(k: int) -> str:
+    return list(kinds.SPAN_KINDS)[k]
+
+
+def fixture_files(lang: str) -> list[Path]:
+    folder = grammar.grammars_dir() / lang / "fixtures"
+    return sorted(p for p in folder.glob("*") if p.is_file())
+
+
+def check_language(lang: str) -> list[FixtureResult]:
+    return [check_fixture(p, lang) for p in fixture_files(lang)]

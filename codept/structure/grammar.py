@@ -1,0 +1,348 @@
+"""Grammars: load ``grammars/<lang>/`` and parse source bytes into language-agnostic arrays.
+
+This is the ONLY module that imports ``tree_sitter``. Everything above it sees NumPy arrays of UTF-8
+byte offsets and integer kinds, never a tree-sitter object.
+
+A language is a folder ``grammars/<lang>/`` holding
+  ``language.toml``  the grammar wheel's module and entry point, file extensions, comment syntax,
+                     doc-comment prefixes and the default scope order (see grammars/README.md);
+  ``spans.scm``      ``@span.<kind>`` captures (kinds: codept.structure.kinds.SPAN_KINDS);
+  ``locals.scm``     ``@local.scope/definition/reference`` captures;
+  ``tags.scm``       ``@definition.<kind>`` + ``@name`` + optional ``@doc``.
+Adding a language needs no Python: add the folder and pin the wheel in pyproject.toml.
+
+Parsing one file (:func:`parse`):
+  1. parse with tree-sitter, fed from a callable so a progress callback can cancel it after
+     ``timeout_s`` (tree-sitter 0.26 has no other time bound);
+  2. one iterative cursor walk collects the leaves (byte start/end) and the maximum depth; a tree
+     deeper than ``max_depth`` is refused (queries on a 100k-deep tree take minutes);
+  3. if the tree has errors, an ERROR/MISSING query gives the error byte ranges;
+  4. the spans and locals queries run with ``captures``, the tags query with ``matches`` (a tag
+     needs its name and doc from the same match).
+Cost, CPython stdlib on one core: parse ~10 MB/s; the walk and queries add about as much again.
+Not covered: injected languages (SQL in strings, JS in HTML), incremental re-parsing.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import time
+import tomllib
+from dataclasses import dataclass, field
+from importlib import import_module
+from pathlib import Path
+
+import numpy as np
+import tree_sitter as ts
+
+from codept.structure import kinds
+
+QUERY_FILES = ("spans", "locals", "tags")
+
+
+class SkipFile(Exception):
+    """A file that cannot be viewed; ``reason`` is a short stable key for manifests."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+def grammars_dir() -> Path:
+    """``$CODEPT_GRAMMARS`` or the ``grammars/`` folder next to the ``codept`` package."""
+    env = os.environ.get("CODEPT_GRAMMARS")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "grammars"
+
+
+def available_languages() -> list[str]:
+    root = grammars_dir()
+    return sorted(p.parent.name for p in root.glob("*/language.toml"))
+
+
+@functools.lru_cache(maxsize=None)
+def extension_map() -> dict[str, str]:
+    """File extension (with dot, lower case) -> language name, from every language.toml."""
+    out: dict[str, str] = {}
+    for lang in available_languages():
+        for ext in _read_toml(grammars_dir() / lang / "language.toml").get("extensions", []):
+            if ext.lower() in out:
+                raise ValueError(f"extension {ext} claimed by both {out[ext.lower()]} and {lang}")
+            out[ext.lower()] = lang
+    return out
+
+
+def language_for_path(path: str | os.PathLike) -> str | None:
+    return extension_map().get(Path(path).suffix.lower())
+
+
+def _read_toml(path: Path) -> dict:
+    with open(path, "rb") as f:
+        return tomllib.load(f)
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """A loaded language: settings from language.toml and the three compiled queries."""
+
+    name: str
+    extensions: tuple[str, ...]
+    line_comment: tuple[str, ...]
+    doc_comment_prefixes: tuple[str, ...]
+    scope_order: str
+    fingerprint: str  # sha256 over language.toml, the query files and the grammar wheel version
+    language: ts.Language = field(repr=False)
+    queries: dict[str, ts.Query] = field(repr=False)
+
+
+REQUIRED_TOML_KEYS = ("module", "extensions", "line_comment", "scope_order")
+
+
+@functools.lru_cache(maxsize=None)
+def load_grammar(name: str) -> Grammar:
+    """Load ``grammars/<name>/``; raises ValueError naming the file and rule that is broken."""
+    folder = grammars_dir() / name
+    toml_path = folder / "language.toml"
+    if not toml_path.is_file():
+        raise ValueError(f"no grammar {name!r}: {toml_path} missing; available: {available_languages()}")
+    cfg = _read_toml(toml_path)
+    missing = [k for k in REQUIRED_TOML_KEYS if k not in cfg]
+    if missing:
+        raise ValueError(f"{toml_path}: missing keys {missing}")
+    if cfg["scope_order"] not in ("hoisted", "sequential"):
+        raise ValueError(f"{toml_path}: scope_order={cfg['scope_order']!r}, expected hoisted or sequential")
+    module = import_module(cfg["module"])
+    language = ts.Language(getattr(module, cfg.get("function", "language"))())
+    h = hashlib.sha256(toml_path.read_bytes())
+    h.update(f"{cfg['module']}=={getattr(module, '__version__', _dist_version(cfg))}".encode())
+    queries: dict[str, ts.Query] = {}
+    for qk in QUERY_FILES:
+        qpath = folder / f"{qk}.scm"
+        if not qpath.is_file():
+            raise ValueError(f"{folder}: missing {qk}.scm")
+        src = qpath.read_text(encoding="utf-8")
+        h.update(qk.encode() + b"\0" + src.encode())
+        try:
+            q = ts.Query(language, src)
+        except Exception as e:  # tree_sitter.QueryError: report the file, not just the offset
+            raise ValueError(f"{qpath}: does not compile: {e}") from e
+        for i in range(q.capture_count):
+            kinds.check_capture(qk, q.capture_name(i), str(qpath))
+        queries[qk] = q
+    queries["errors"] = ts.Query(language, "(ERROR) @e (MISSING) @e")
+    lc = cfg["line_comment"]
+    return Grammar(
+        name=name,
+        extensions=tuple(cfg["extensions"]),
+        line_comment=(lc,) if isinstance(lc, str) else tuple(lc),
+        doc_comment_prefixes=tuple(cfg.get("doc_comment_prefixes", [])),
+        scope_order=cfg["scope_order"],
+        fingerprint=h.hexdigest(),
+        language=language,
+        queries=queries,
+    )
+
+
+def _dist_version(cfg: dict) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(cfg.get("wheel", cfg["module"].replace("_", "-")))
+    except PackageNotFoundError:
+        return "unknown"
+
+
+@functools.lru_cache(maxsize=None)
+def _parser(name: str) -> ts.Parser:
+    return ts.Parser(load_grammar(name).language)
+
+
+def grammars_fingerprint(names: list[str] | None = None) -> str:
+    """One hash over the given (default: all) grammars: part of every prepared-data cache key."""
+    h = hashlib.sha256()
+    for n in names or available_languages():
+        h.update(load_grammar(n).fingerprint.encode())
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing
+
+
+@dataclass
+class Tag:
+    kind: int  # index into kinds.DEFINITION_KINDS
+    start: int  # byte range of the whole definition
+    end: int
+    name_start: int
+    name_end: int
+    doc: list[tuple[int, int]]  # byte ranges of the doc nodes (docstring, or adjacent comments)
+
+
+@dataclass
+class ParsedFile:
+    """Language-agnostic parse result; every offset is a UTF-8 byte offset into the source."""
+
+    n_bytes: int
+    has_error: bool
+    max_depth: int
+    leaves: np.ndarray  # (L, 2) int64 start, end of every non-empty leaf, in source order
+    errors: np.ndarray  # (E, 2) int64 ERROR / MISSING ranges
+    spans: np.ndarray  # (S, 3) int64 start, end, kind id
+    scopes: np.ndarray  # (C, 3) int64 start, end, mode id (index into kinds.SCOPE_MODES)
+    defs: np.ndarray  # (D, 3) int64 start, end, def kind id (index into kinds.DEF_KINDS)
+    refs: np.ndarray  # (R, 2) int64 start, end
+    tags: list[Tag]
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+_SCOPE_MODE_ID = {("local.scope" + (f".{m}" if m else "")): i for i, m in enumerate(kinds.SCOPE_MODES)}
+_DEF_KIND_ID = {("local.definition" + (f".{k}" if k else "")): i for i, k in enumerate(kinds.DEF_KINDS)}
+_TAG_KIND_ID = {f"definition.{k}": i for i, k in enumerate(kinds.DEFINITION_KINDS)}
+
+
+def _ranges(nodes) -> list[tuple[int, int]]:
+    return [(n.start_byte, n.end_byte) for n in nodes]
+
+
+def _array(rows: list, width: int) -> np.ndarray:
+    return np.asarray(rows, dtype=np.int64).reshape(-1, width)
+
+
+def parse(lang: str, source: bytes, *, timeout_s: float = 10.0, max_depth: int = 1500) -> ParsedFile:
+    """Parse `source` (bytes) as `lang`. Raises SkipFile('parse_timeout' | 'too_deep')."""
+    g = load_grammar(lang)
+    parser = _parser(lang)
+    t0 = time.perf_counter()
+    deadline = t0 + timeout_s
+    n = len(source)
+    chunk = 1 << 20
+
+    def read(offset: int, _point) -> bytes:
+        return source[offset : offset + chunk] if offset < n else b""
+
+    try:
+        tree = parser.parse(read, progress_callback=lambda *_: time.perf_counter() > deadline)
+    except ValueError as e:  # cancelled by the progress callback
+        raise SkipFile("parse_timeout", f"> {timeout_s:g}s for {n} bytes") from e
+    t1 = time.perf_counter()
+    root = tree.root_node
+
+    # 2. iterative walk: leaves + depth (never recurse: 100k-deep trees exist in the wild)
+    starts: list[int] = []
+    ends: list[int] = []
+    cur = tree.walk()
+    depth = deepest = 0
+    while True:
+        if cur.goto_first_child():
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > max_depth:
+                    raise SkipFile("too_deep", f"syntax tree depth > {max_depth}")
+            continue
+        node = cur.node
+        s, e = node.start_byte, node.end_byte
+        if e > s:
+            starts.append(s)
+            ends.append(e)
+        while not cur.goto_next_sibling():
+            if not cur.goto_parent():
+                break
+            depth -= 1
+        else:
+            continue
+        break
+    leaves = np.stack([np.asarray(starts, np.int64), np.asarray(ends, np.int64)], axis=1)
+    t2 = time.perf_counter()
+
+    # 3. error regions
+    has_error = root.has_error
+    errors: list = []
+    if has_error:
+        errors = _ranges(ts.QueryCursor(g.queries["errors"]).captures(root).get("e", []))
+
+    # 4. queries
+    spans: list = []
+    for name, nodes in ts.QueryCursor(g.queries["spans"]).captures(root).items():
+        if name.startswith("_"):
+            continue
+        k = kinds.SPAN_KIND_ID[name[5:]]
+        spans.extend((n.start_byte, n.end_byte, k) for n in nodes)
+    scopes: list = []
+    defs: list = []
+    refs: list = []
+    members: set = set()
+    for name, nodes in ts.QueryCursor(g.queries["locals"]).captures(root).items():
+        if name in _SCOPE_MODE_ID:
+            m = _SCOPE_MODE_ID[name]
+            scopes.extend((n.start_byte, n.end_byte, m) for n in nodes)
+        elif name in _DEF_KIND_ID:
+            k = _DEF_KIND_ID[name]
+            defs.extend((n.start_byte, n.end_byte, k) for n in nodes)
+        elif name == "local.reference":
+            refs.extend(_ranges(nodes))
+        elif name == "local.member":
+            members.update(_ranges(nodes))
+    if members:
+        refs = [r for r in refs if r not in members]
+    tags = _tags(g, source, ts.QueryCursor(g.queries["tags"]).matches(root))
+    t3 = time.perf_counter()
+    return ParsedFile(
+        n_bytes=n,
+        has_error=has_error,
+        max_depth=deepest,
+        leaves=leaves,
+        errors=_array(errors, 2),
+        spans=_array(spans, 3),
+        scopes=_array(scopes, 3),
+        defs=_array(defs, 3),
+        refs=_array(refs, 2),
+        tags=tags,
+        timings={"parse": t1 - t0, "walk": t2 - t1, "query": t3 - t2},
+    )
+
+
+def _tags(g: Grammar, source: bytes, matches) -> list[Tag]:
+    """One Tag per definition node; docs before the definition must be adjacent doc comments."""
+    best: dict[tuple[int, int], Tag] = {}
+    for _pattern, caps in matches:
+        defn = [(k, v) for k, v in caps.items() if k in _TAG_KIND_ID]
+        names = caps.get("name")
+        if not defn or not names:
+            continue
+        kind_name, dnodes = defn[0]
+        d, nm = dnodes[0], names[0]
+        doc = _adjacent_doc(g, source, d.start_byte, _ranges(caps.get("doc", [])))
+        key = (d.start_byte, d.end_byte)
+        tag = Tag(_TAG_KIND_ID[kind_name], d.start_byte, d.end_byte, nm.start_byte, nm.end_byte, doc)
+        old = best.get(key)
+        # `(comment)* @doc . (def)` matches several ways, and a method also matches as a function:
+        # keep the longest doc, then the more specific kind
+        if old is None or (len(doc), tag.kind) > (len(old.doc), old.kind):
+            best[key] = tag
+    return sorted(best.values(), key=lambda t: (t.start, -t.end))
+
+
+def _adjacent_doc(g: Grammar, source: bytes, def_start: int, doc: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Keep doc nodes inside the definition (docstrings) as they are; of those before it keep the
+    run that ends right above the definition (no blank line between) and starts with a doc prefix."""
+    inside = [r for r in doc if r[0] >= def_start]
+    before = sorted(r for r in doc if r[1] <= def_start)
+    run: list[tuple[int, int]] = []
+    edge = def_start
+    for s, e in reversed(before):
+        gap = source[e:edge]
+        if gap.strip() or gap.count(b"\n") > 1:
+            break
+        run.append((s, e))
+        edge = s
+    run.reverse()
+    if g.doc_comment_prefixes:
+        prefixes = tuple(p.encode() for p in g.doc_comment_prefixes)
+        # a run is a doc only if its first comment is a doc comment (/** ..., ///, # ...)
+        while run and not source[run[0][0] : run[0][1]].startswith(prefixes):
+            run.pop(0)
+    return run + inside

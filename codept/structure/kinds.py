@@ -1,0 +1,91 @@
+"""The closed vocabulary of query capture names, shared by every language.
+
+Query files in ``grammars/<lang>/`` may only use the capture names defined here (plus private
+helper captures starting with ``_``, which are ignored). Grammar loading rejects anything else, so
+a typo in a query is an error, not a silently empty span list.
+
+Three query files, three families of captures:
+
+``spans.scm``   ``@span.<kind>`` with ``kind`` from :data:`SPAN_KINDS` (a syntax unit to mask whole).
+``locals.scm``  ``@local.scope[.<mode>]``, ``@local.definition[.<kind>]``, ``@local.reference``
+                (tree-sitter's locals convention; modes and kinds below), and ``@local.member``:
+                a name reached through an object or a keyword (``obj.attr``, ``f(key=1)``), never
+                bound to a local; it removes the same node from the references.
+``tags.scm``    ``@definition.<kind>`` with ``@name`` and optional ``@doc`` (tree-sitter's tags
+                convention), kinds from :data:`DEFINITION_KINDS`.
+
+Span kinds are indices into :data:`SPAN_KINDS`; their order is part of the view format (stored as
+int8 in prepared datasets), so only ever append.
+"""
+
+from __future__ import annotations
+
+# kind -> what the query files must capture with it. Order is the on-disk id: append only.
+SPAN_KINDS: dict[str, str] = {
+    "identifier": "a name: variable, parameter, function, type, attribute or property name",
+    "literal": "a number, boolean, null/None/nil literal",
+    "string": "a string/char/template/heredoc literal, including f-string and interpolations",
+    "comment": "a comment (line or block), including doc comments",
+    "call": "a function/method/constructor call, callee and arguments",
+    "arguments": "the argument list of a call, with its delimiters",
+    "parameters": "the formal parameter list of a function, with its delimiters",
+    "expression": "a compound expression: binary, unary, boolean, comparison, conditional, lambda, "
+    "subscript, attribute/member access",
+    "condition": "the condition of an if/while/for/ternary/case (the tested expression only)",
+    "assignment": "an assignment, augmented assignment or variable declaration with initializer",
+    "statement": "a simple statement: expression statement, return, break/continue, raise/throw, pass",
+    "control": "a compound control-flow statement: if, for, while, do, try, switch/match, with",
+    "import": "an import/include/require/use declaration",
+    "block": "a body: the statements of a function, class, loop or branch (braces included)",
+    "function": "a function, method, lambda/arrow function or closure definition, including its body",
+    "class": "a class, struct, interface, enum, trait or module definition, including its body",
+    "type": "a type annotation or type expression",
+}
+SPAN_KIND_ID: dict[str, int] = {k: i for i, k in enumerate(SPAN_KINDS)}
+
+# @local.scope modes: how names resolve through the scope. See codept.structure.resolve.
+SCOPE_MODES: dict[str, str] = {
+    "": "the language default from language.toml (`scope_order`)",
+    "hoisted": "a definition anywhere in the scope is visible in all of it (Python function, Java "
+    "class body, Go package, JS function)",
+    "sequential": "a definition is visible from its position on (Go/Java/Ruby block locals)",
+    "isolated": "sees no enclosing scope (Ruby def/class/module, PHP function)",
+    "class": "hoisted, and invisible to scopes nested inside it (Python class body)",
+}
+
+# @local.definition kinds. function/class/method names bind in the scope ENCLOSING the innermost
+# scope around them: write the defining node (function_definition, ...) as a @local.scope.
+DEF_KINDS: tuple[str, ...] = ("", "var", "parameter", "import", "field", "function", "method", "class")
+PARENT_BINDING_DEF_KINDS = frozenset({"function", "method", "class"})
+
+DEFINITION_KINDS: tuple[str, ...] = ("function", "method", "class")
+
+# Identifier roles in a CodeView.
+ROLE_DEF, ROLE_REF, ROLE_FREE = 0, 1, 2
+ROLES = ("def", "ref", "free")
+
+
+def allowed_captures(query_kind: str) -> frozenset[str]:
+    """Public capture names a query file of `query_kind` (spans, locals, tags) may use."""
+    if query_kind == "spans":
+        return frozenset(f"span.{k}" for k in SPAN_KINDS)
+    if query_kind == "locals":
+        scopes = {"local.scope" + (f".{m}" if m else "") for m in SCOPE_MODES}
+        defs = {"local.definition" + (f".{k}" if k else "") for k in DEF_KINDS}
+        return frozenset(scopes | defs | {"local.reference", "local.member"})
+    if query_kind == "tags":
+        return frozenset({f"definition.{k}" for k in DEFINITION_KINDS} | {"name", "doc"})
+    raise ValueError(f"unknown query kind {query_kind!r}; expected spans, locals or tags")
+
+
+def check_capture(query_kind: str, name: str, where: str) -> None:
+    """Raise ValueError when `name` is not in the vocabulary of `query_kind`."""
+    if name.startswith("_"):
+        return
+    allowed = allowed_captures(query_kind)
+    if name not in allowed:
+        raise ValueError(
+            f"{where}: unknown capture @{name}; {query_kind}.scm allows "
+            + ", ".join("@" + a for a in sorted(allowed))
+            + " (and private @_names)"
+        )

@@ -1,0 +1,230 @@
+"""CodeView: one source file as token ids plus its structure, all in token coordinates.
+
+This is the single, language-agnostic input of every code objective. Fields (T tokens):
+
+  input_ids  (T,)   int32  token ids (no special tokens added)
+  offsets    (T, 2) int32  char offsets into ``text``; they tile the text (byte-level BPE, untrimmed)
+  leaf       (T,)   int32  index of the AST leaf the token stands for (its first non-space char), -1 for
+                           whitespace-only tokens; equal ids = one syntactic token (whole-leaf masking)
+  spans      (S, 3) int32  token start, token end (exclusive), kind (codept.structure.kinds.SPAN_KINDS);
+                           sorted by (start, -end, kind); none overlaps a syntax error
+  idents     (I, 5) int32  token start, end, name id (into ``names``), role (def/ref/free), binding id
+  functions  (F, 7) int32  kind (DEFINITION_KINDS), def start, def end, name start, name end,
+                           doc start, doc end (-1, -1 without a doc); all token ranges
+  errors     (E, 2) int32  token ranges of ERROR / MISSING regions
+
+Building one (:func:`build_view`):
+  1. :func:`codept.structure.grammar.parse` -> byte-offset arrays (leaves, spans, locals, tags);
+  2. tokenize the text once (``tokenizers``, char offsets);
+  3. convert every byte range to chars (one table per non-ASCII file), then to token ranges by
+     binary search (codept.structure.offsets);
+  4. resolve names (codept.structure.resolve) on byte offsets, then convert;
+  5. drop spans and identifiers that overlap a syntax error.
+A token range is the smallest run of tokens covering the node; a BPE token that straddles two nodes
+(``"):"``) belongs to both ranges. Cost: see benchmarks/bench_structure.py (last line: the ratio to
+tokenize-only). Not covered: dataflow edges and execution labels (later issues add fields here).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+import pyarrow as pa
+
+from codept.structure import grammar, kinds, offsets, resolve
+
+
+@dataclass(eq=False)
+class CodeView:
+    path: str
+    lang: str
+    text: str
+    has_error: bool
+    input_ids: np.ndarray
+    offsets: np.ndarray
+    leaf: np.ndarray
+    spans: np.ndarray
+    idents: np.ndarray
+    names: list[str]
+    functions: np.ndarray
+    errors: np.ndarray
+    stats: dict = field(default_factory=dict, compare=False)
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    def token_text(self, start: int, end: int) -> str:
+        """Source text covered by tokens [start, end)."""
+        if end <= start:
+            return ""
+        return self.text[self.offsets[start, 0] : self.offsets[end - 1, 1]]
+
+    def char_range(self, start: int, end: int) -> tuple[int, int]:
+        return int(self.offsets[start, 0]), int(self.offsets[end - 1, 1])
+
+    # -- Arrow ------------------------------------------------------------------------------------
+    def to_record(self) -> dict:
+        """A flat dict of Arrow-friendly values (2-D arrays flattened row-major)."""
+        rec = {}
+        for f in fields(self):
+            if f.name == "stats":
+                continue
+            v = getattr(self, f.name)
+            rec[f.name] = v.reshape(-1) if isinstance(v, np.ndarray) else v
+        return rec
+
+    @classmethod
+    def from_record(cls, rec: dict) -> "CodeView":
+        kw = {}
+        for name, (dtype, width) in _ARRAYS.items():
+            a = np.asarray(rec[name], dtype=dtype)
+            kw[name] = a if width == 0 else a.reshape(-1, width)
+        return cls(path=rec["path"], lang=rec["lang"], text=rec["text"], has_error=bool(rec["has_error"]),
+                   names=list(rec["names"]), **kw)
+
+
+# array field -> (dtype, width; 0 = 1-D)
+_ARRAYS = {
+    "input_ids": (np.int32, 0),
+    "offsets": (np.int32, 2),
+    "leaf": (np.int32, 0),
+    "spans": (np.int32, 3),
+    "idents": (np.int32, 5),
+    "functions": (np.int32, 7),
+    "errors": (np.int32, 2),
+}
+
+ARROW_SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("lang", pa.string()),
+        ("text", pa.large_string()),
+        ("has_error", pa.bool_()),
+        *((name, pa.list_(pa.int32())) for name in _ARRAYS),
+        ("names", pa.list_(pa.string())),
+    ]
+)
+
+
+def views_to_table(views: list[CodeView]) -> pa.Table:
+    cols: dict[str, list] = {f.name: [] for f in ARROW_SCHEMA}
+    for v in views:
+        rec = v.to_record()
+        for k in cols:
+            cols[k].append(rec[k])
+    return pa.table(cols, schema=ARROW_SCHEMA)
+
+
+def table_to_views(table: pa.Table) -> list[CodeView]:
+    return [CodeView.from_record(r) for r in table.to_pylist()]
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _overlaps_any(ranges: np.ndarray, bad: np.ndarray) -> np.ndarray:
+    """Boolean mask: which [s, e) in `ranges` (N, 2+) overlap any [s, e) in `bad` (E, 2)."""
+    if len(bad) == 0 or len(ranges) == 0:
+        return np.zeros(len(ranges), dtype=bool)
+    bad = bad[np.argsort(bad[:, 0])]
+    max_end = np.maximum.accumulate(bad[:, 1])
+    # candidates: error regions starting before the range ends; overlap iff the furthest-reaching
+    # of them ends after the range starts
+    k = np.searchsorted(bad[:, 0], ranges[:, 1], side="left")
+    reach = np.where(k > 0, max_end[np.maximum(k - 1, 0)], -1)
+    return reach > ranges[:, 0]
+
+
+def _names_of(data: bytes, rows: np.ndarray) -> list[str]:
+    return [data[s:e].decode("utf-8", "replace") for s, e in rows[:, :2].tolist()]
+
+
+def resolve_identifiers(parsed: grammar.ParsedFile, data: bytes, scope_order: str) -> np.ndarray:
+    """(I, 4) int64 byte start, end, role, binding of every identifier of a parsed file."""
+    idents, _ = resolve.resolve(parsed.scopes, parsed.defs, parsed.refs, _names_of(data, parsed.defs),
+                                _names_of(data, parsed.refs), scope_order, len(data))
+    return idents
+
+
+def build_view(path: str, lang: str, text: str, tokenizer, *, timeout_s: float = 10.0,
+               max_depth: int = 1500) -> CodeView:
+    """Build the view of one decoded source file. Raises grammar.SkipFile for refused input."""
+    data = text.encode("utf-8")
+    parsed = grammar.parse(lang, data, timeout_s=timeout_s, max_depth=max_depth)
+    g = grammar.load_grammar(lang)
+
+    # 2. tokens
+    enc = tokenizer.encode(text, add_special_tokens=False)
+    ids = np.asarray(enc.ids, dtype=np.int32)
+    tok_off = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2)
+    ts_, te_ = tok_off[:, 0], tok_off[:, 1]
+
+    # 3. byte -> char -> token
+    table = offsets.byte_to_char_table(data)
+
+    def to_tokens(byte_ranges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        c0 = offsets.byte_to_char(byte_ranges[:, 0], table)
+        c1 = offsets.byte_to_char(byte_ranges[:, 1], table)
+        return offsets.char_span_to_tokens(ts_, te_, c0, c1)
+
+    leaves_c = offsets.byte_to_char(parsed.leaves.reshape(-1), table).reshape(-1, 2)
+    anchor = offsets.token_anchor(text, ts_, te_)
+    li = np.searchsorted(leaves_c[:, 0], anchor, side="right") - 1
+    ok = (anchor >= 0) & (li >= 0)
+    ok[ok] &= anchor[ok] < leaves_c[li[ok], 1]
+    leaf = np.where(ok, li, -1).astype(np.int32)
+
+    errors = parsed.errors
+    err_t0, err_t1 = to_tokens(errors) if len(errors) else (np.zeros(0, np.int64),) * 2
+
+    # spans: drop those touching an error, empty ones and duplicates
+    sp = parsed.spans[~_overlaps_any(parsed.spans, errors)]
+    t0, t1 = to_tokens(sp)
+    spans = np.stack([t0, t1, sp[:, 2]], axis=1)
+    spans = spans[t1 > t0]
+    if len(spans):
+        spans = np.unique(spans, axis=0)
+        spans = spans[np.lexsort((spans[:, 2], -spans[:, 1], spans[:, 0]))]
+
+    # 4. identifiers: resolve on bytes (positions comparable), then convert
+    idents_b = resolve_identifiers(parsed, data, g.scope_order)
+    idents_b = idents_b[~_overlaps_any(idents_b, errors)]
+    id_names = _names_of(data, idents_b)
+    name_index: dict[str, int] = {}
+    name_ids = np.asarray([name_index.setdefault(n, len(name_index)) for n in id_names], dtype=np.int64)
+    i0, i1 = to_tokens(idents_b)
+    idents = np.stack([i0, i1, name_ids, idents_b[:, 2], idents_b[:, 3]], axis=1)
+    good = i1 > i0
+    idents = idents[good]
+    if not good.all():  # renumber bindings densely after dropping
+        _, idents[:, 4] = np.unique(idents[:, 4], return_inverse=True)
+
+    # tags -> functions
+    frows = []
+    for t in parsed.tags:
+        if len(errors) and _overlaps_any(np.array([[t.start, t.end]]), errors)[0]:
+            continue
+        rng = [[t.start, t.end], [t.name_start, t.name_end]]
+        if t.doc:
+            rng.append([t.doc[0][0], t.doc[-1][1]])
+        a, b = to_tokens(np.asarray(rng, dtype=np.int64))
+        doc = (int(a[2]), int(b[2])) if t.doc else (-1, -1)
+        frows.append((t.kind, int(a[0]), int(b[0]), int(a[1]), int(b[1]), *doc))
+    functions = np.asarray(frows, dtype=np.int64).reshape(-1, 7)
+
+    return CodeView(
+        path=path,
+        lang=lang,
+        text=text,
+        has_error=bool(parsed.has_error),
+        input_ids=ids,
+        offsets=tok_off.astype(np.int32),
+        leaf=leaf,
+        spans=spans.astype(np.int32).reshape(-1, 3),
+        idents=idents.astype(np.int32).reshape(-1, 5),
+        names=list(name_index),
+        functions=functions.astype(np.int32),
+        errors=np.stack([err_t0, err_t1], axis=1).astype(np.int32).reshape(-1, 2),
+        stats={"bytes": len(data), "max_depth": parsed.max_depth, **parsed.timings},
+    )
