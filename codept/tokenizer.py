@@ -151,7 +151,9 @@ def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
     f = p / "tokenizer.json" if p.is_dir() else p
     if not f.is_file():
         raise FileNotFoundError(f"no tokenizer.json at {path}")
-    return Tokenizer.from_file(str(f))
+    tok = Tokenizer.from_file(str(f))
+    tok.encode_special_tokens = True  # "<mask>" written in source code is text, not a special id
+    return tok
 
 
 def tokenizer_fingerprint(tok: Tokenizer) -> str:

@@ -132,6 +132,9 @@ def load_grammar(name: str) -> Grammar:
             kinds.check_capture(qk, q.capture_name(i), str(qpath))
         queries[qk] = q
     queries["errors"] = ts.Query(language, "(ERROR) @e (MISSING) @e")
+    # spans + locals run as ONE query: one traversal of the tree instead of two
+    queries["structure"] = ts.Query(language, (folder / "spans.scm").read_text(encoding="utf-8") + "\n"
+                                    + (folder / "locals.scm").read_text(encoding="utf-8"))
     lc = cfg["line_comment"]
     return Grammar(
         name=name,
@@ -198,6 +201,7 @@ class ParsedFile:
     timings: dict[str, float] = field(default_factory=dict)
 
 
+_SPAN_ID = {f"span.{k}": i for i, k in enumerate(kinds.SPAN_KINDS)}
 _SCOPE_MODE_ID = {("local.scope" + (f".{m}" if m else "")): i for i, m in enumerate(kinds.SCOPE_MODES)}
 _DEF_KIND_ID = {("local.definition" + (f".{k}" if k else "")): i for i, k in enumerate(kinds.DEF_KINDS)}
 _TAG_KIND_ID = {f"definition.{k}": i for i, k in enumerate(kinds.DEFINITION_KINDS)}
@@ -209,6 +213,25 @@ def _ranges(nodes) -> list[tuple[int, int]]:
 
 def _array(rows: list, width: int) -> np.ndarray:
     return np.asarray(rows, dtype=np.int64).reshape(-1, width)
+
+
+def _rows(nodes: list, kind: int | None = None) -> np.ndarray:
+    """(N, 2) start, end byte offsets of `nodes`, or (N, 3) with a constant `kind` column."""
+    out = np.empty((len(nodes), 2 if kind is None else 3), dtype=np.int64)
+    out[:, 0] = [n.start_byte for n in nodes]
+    out[:, 1] = [n.end_byte for n in nodes]
+    if kind is not None:
+        out[:, 2] = kind
+    return out
+
+
+def _stack(parts: list[np.ndarray], width: int) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros((0, width), np.int64)
+
+
+def _isin_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Which (start, end) rows of `a` occur in `b` (offsets < 2**32)."""
+    return np.isin(a[:, 0] << 32 | a[:, 1], b[:, 0] << 32 | b[:, 1])
 
 
 def parse(lang: str, source: bytes, *, timeout_s: float = 10.0, max_depth: int = 1500) -> ParsedFile:
@@ -264,30 +287,31 @@ def parse(lang: str, source: bytes, *, timeout_s: float = 10.0, max_depth: int =
     if has_error:
         errors = _ranges(ts.QueryCursor(g.queries["errors"]).captures(root).get("e", []))
 
-    # 4. queries
-    spans: list = []
-    for name, nodes in ts.QueryCursor(g.queries["spans"]).captures(root).items():
-        if name.startswith("_"):
+    # 4. queries: route captures by name; offsets as flat int lists (no per-node tuples)
+    spans: list[np.ndarray] = []
+    scopes: list[np.ndarray] = []
+    defs: list[np.ndarray] = []
+    refs = members = None
+    for name, nodes in ts.QueryCursor(g.queries["structure"]).captures(root).items():
+        kind = _SPAN_ID.get(name)
+        if kind is None:
+            kind = _SCOPE_MODE_ID.get(name)
+            if kind is None:
+                kind = _DEF_KIND_ID.get(name)
+                if kind is None:
+                    if name == "local.reference":
+                        refs = _rows(nodes)
+                    elif name == "local.member":
+                        members = _rows(nodes)
+                    continue
+                defs.append(_rows(nodes, kind))
+                continue
+            scopes.append(_rows(nodes, kind))
             continue
-        k = kinds.SPAN_KIND_ID[name[5:]]
-        spans.extend((n.start_byte, n.end_byte, k) for n in nodes)
-    scopes: list = []
-    defs: list = []
-    refs: list = []
-    members: set = set()
-    for name, nodes in ts.QueryCursor(g.queries["locals"]).captures(root).items():
-        if name in _SCOPE_MODE_ID:
-            m = _SCOPE_MODE_ID[name]
-            scopes.extend((n.start_byte, n.end_byte, m) for n in nodes)
-        elif name in _DEF_KIND_ID:
-            k = _DEF_KIND_ID[name]
-            defs.extend((n.start_byte, n.end_byte, k) for n in nodes)
-        elif name == "local.reference":
-            refs.extend(_ranges(nodes))
-        elif name == "local.member":
-            members.update(_ranges(nodes))
-    if members:
-        refs = [r for r in refs if r not in members]
+        spans.append(_rows(nodes, kind))
+    refs = np.zeros((0, 2), np.int64) if refs is None else refs
+    if members is not None and len(refs):
+        refs = refs[~_isin_rows(refs, members)]
     tags = _tags(g, source, ts.QueryCursor(g.queries["tags"]).matches(root))
     t3 = time.perf_counter()
     return ParsedFile(
@@ -296,10 +320,10 @@ def parse(lang: str, source: bytes, *, timeout_s: float = 10.0, max_depth: int =
         max_depth=deepest,
         leaves=leaves,
         errors=_array(errors, 2),
-        spans=_array(spans, 3),
-        scopes=_array(scopes, 3),
-        defs=_array(defs, 3),
-        refs=_array(refs, 2),
+        spans=_stack(spans, 3),
+        scopes=_stack(scopes, 3),
+        defs=_stack(defs, 3),
+        refs=refs,
         tags=tags,
         timings={"parse": t1 - t0, "walk": t2 - t1, "query": t3 - t2},
     )
@@ -315,7 +339,7 @@ def _tags(g: Grammar, source: bytes, matches) -> list[Tag]:
             continue
         kind_name, dnodes = defn[0]
         d, nm = dnodes[0], names[0]
-        doc = _adjacent_doc(g, source, d.start_byte, _ranges(caps.get("doc", [])))
+        doc = _adjacent_doc(g, source, d.start_byte, caps.get("doc", []))
         key = (d.start_byte, d.end_byte)
         tag = Tag(_TAG_KIND_ID[kind_name], d.start_byte, d.end_byte, nm.start_byte, nm.end_byte, doc)
         old = best.get(key)
@@ -326,23 +350,32 @@ def _tags(g: Grammar, source: bytes, matches) -> list[Tag]:
     return sorted(best.values(), key=lambda t: (t.start, -t.end))
 
 
-def _adjacent_doc(g: Grammar, source: bytes, def_start: int, doc: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Keep doc nodes inside the definition (docstrings) as they are; of those before it keep the
-    run that ends right above the definition (no blank line between) and starts with a doc prefix."""
-    inside = [r for r in doc if r[0] >= def_start]
-    before = sorted(r for r in doc if r[1] <= def_start)
-    run: list[tuple[int, int]] = []
-    edge = def_start
-    for s, e in reversed(before):
-        gap = source[e:edge]
-        if gap.strip() or gap.count(b"\n") > 1:
-            break
-        run.append((s, e))
-        edge = s
+def _gap_ok(source: bytes, end: int, start: int) -> bool:
+    """Only whitespace and at most one line break between two nodes: no blank line."""
+    gap = source[end:start]
+    return not gap.strip() and gap.count(b"\n") <= 1
+
+
+def _adjacent_doc(g: Grammar, source: bytes, def_start: int, nodes: list) -> list[tuple[int, int]]:
+    """Doc nodes inside the definition (docstrings) are kept as they are. Before it, the doc is the
+    run of same-type comments ending right above the definition (no blank line between), whose
+    first comment starts with a doc prefix. The query need only capture the LAST comment
+    (``(comment)? @doc . (def)``): the run is extended here through previous siblings, in linear
+    time (a ``(comment)*`` pattern is quadratic in the length of a comment run)."""
+    inside = [(n.start_byte, n.end_byte) for n in nodes if n.start_byte >= def_start]
+    before = sorted((n for n in nodes if n.end_byte <= def_start), key=lambda n: n.start_byte)
+    if not before or not _gap_ok(source, before[-1].end_byte, def_start):
+        return inside
+    run = [before[-1]]
+    prev = run[0].prev_sibling
+    while prev is not None and prev.kind_id == run[-1].kind_id and _gap_ok(source, prev.end_byte, run[-1].start_byte):
+        run.append(prev)
+        prev = prev.prev_sibling
     run.reverse()
+    ranges = [(n.start_byte, n.end_byte) for n in run]
     if g.doc_comment_prefixes:
         prefixes = tuple(p.encode() for p in g.doc_comment_prefixes)
-        # a run is a doc only if its first comment is a doc comment (/** ..., ///, # ...)
-        while run and not source[run[0][0] : run[0][1]].startswith(prefixes):
-            run.pop(0)
-    return run + inside
+        # a run is a doc only from its first doc comment on (/** ..., ///, # ...)
+        while ranges and not source[ranges[0][0] : ranges[0][1]].startswith(prefixes):
+            ranges.pop(0)
+    return ranges + inside

@@ -61,7 +61,7 @@ def char_span_to_tokens(tok_starts: np.ndarray, tok_ends: np.ndarray, start: np.
     """
     t0 = np.searchsorted(tok_ends, start, side="right")  # first token ending after `start`
     t1 = np.searchsorted(tok_starts, end, side="left")  # tokens starting before `end`
-    return t0, t1
+    return t0, np.where(np.asarray(end) > np.asarray(start), t1, t0)  # an empty range covers nothing
 
 
 def token_anchor(text: str, tok_starts: np.ndarray, tok_ends: np.ndarray) -> np.ndarray:

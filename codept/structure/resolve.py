@@ -53,33 +53,26 @@ def resolve(
     a range captured both as definition and reference is a definition (role def).
     """
     default_mode = _M_HOISTED if default_order == "hoisted" else _M_SEQ
-    # -- 1. scope tree --------------------------------------------------------------------------
-    order = np.lexsort((-scopes[:, 1], scopes[:, 0])) if len(scopes) else np.zeros(0, np.int64)
-    s_start = [0]
-    s_end = [n + 1]
-    s_mode = [default_mode]
-    parent = [-1]
+    # -- 1. scope tree: root + scopes in (start, -end) order, duplicates merged ------------------
+    sc = np.concatenate([[[0, n + 1, default_mode]], scopes]) if len(scopes) else np.array([[0, n + 1, default_mode]])
+    sc = sc[np.lexsort((-sc[:, 1], sc[:, 0]))]
+    sc[sc[:, 2] == _M_DEFAULT, 2] = default_mode
+    if len(sc) > 1:  # the same node captured twice: keep one, an explicit mode wins over the default
+        same = np.all(sc[1:, :2] == sc[:-1, :2], axis=1)
+        if same.any():
+            explicit = sc[:, 2] != default_mode
+            for i in np.flatnonzero(same)[::-1]:
+                if explicit[i + 1]:
+                    sc[i, 2] = sc[i + 1, 2]
+            sc = sc[np.concatenate([[True], ~same])]
+    s_start, s_end, s_mode = sc[:, 0], sc[:, 1], sc[:, 2].tolist()
+    parent = np.full(len(sc), -1, dtype=np.int64)
     stack = [0]
-    seen: dict[tuple[int, int], int] = {}
-    for i in order:
-        st, en, mode = (int(x) for x in scopes[i])
-        if mode == _M_DEFAULT:
-            mode = default_mode
-        key = (st, en)
-        if key in seen:  # the same node captured twice: an explicit mode wins over the default
-            j = seen[key]
-            if s_mode[j] == default_mode:
-                s_mode[j] = mode
-            continue
+    for i, (st, en) in enumerate(zip(s_start.tolist()[1:], s_end.tolist()[1:]), start=1):
         while s_end[stack[-1]] <= st:
             stack.pop()
-        seen[key] = len(s_start)
-        parent.append(stack[-1])
-        s_start.append(st)
-        s_end.append(en)
-        s_mode.append(mode)
-        stack.append(len(s_start) - 1)
-    # scopes in (start, -end) order: index order == sweep order
+        parent[i] = stack[-1]
+        stack.append(i)
 
     # -- identifiers: defs win over refs on the same range -----------------------------------------
     items: dict[tuple[int, int], tuple[int, str]] = {}  # (start, end) -> (def kind or -1, name)
@@ -90,61 +83,61 @@ def resolve(
     for (st, en), name in zip(refs.tolist(), ref_names):
         items.setdefault((st, en), (-1, name))
     keys = sorted(items)
+    if not keys:
+        return np.zeros((0, 4), np.int64), []
+    pos = np.asarray(keys, dtype=np.int64)
 
-    # -- 2. innermost scope of every identifier -------------------------------------------------
-    inner = []
-    stack = [0]
-    nxt = 1
-    n_scopes = len(s_start)
-    for st, en in keys:
-        while nxt < n_scopes and s_start[nxt] <= st:
-            while s_end[stack[-1]] <= s_start[nxt]:
-                stack.pop()
-            stack.append(nxt)
-            nxt += 1
-        while s_end[stack[-1]] < en or s_end[stack[-1]] <= st:
-            stack.pop()
-        inner.append(stack[-1])
+    # -- 2. innermost scope of every identifier: the last scope starting at or before it, or the
+    # nearest ancestor of that one which still contains it (a few vectorised steps up the tree)
+    inner = np.searchsorted(s_start, pos[:, 0], side="right") - 1
+    while True:
+        out_ = s_end[inner] < pos[:, 1]
+        if not out_.any():
+            break
+        inner[out_] = parent[inner[out_]]
+    parent_l = parent.tolist()
+    inner_l = inner.tolist()
 
     # -- 3. definitions ---------------------------------------------------------------------------
     table: dict[tuple[int, str], int] = {}  # (scope, name) -> first definition start
-    owner = []  # binding scope of each identifier (defs only)
-    for (st, _en), sc in zip(keys, inner):
-        k, name = items[(st, _en)]
+    owner = [-1] * len(keys)  # binding scope of each definition
+    for i, (key, scope) in enumerate(zip(keys, inner_l)):
+        k, name = items[key]
         if k < 0:
-            owner.append(-1)
             continue
-        if k in _PARENT_KINDS and sc != 0:
-            sc = parent[sc]
-        owner.append(sc)
-        key = (sc, name)
-        if key not in table or st < table[key]:
-            table[key] = st
+        if k in _PARENT_KINDS and scope != 0:
+            scope = parent_l[scope]
+        owner[i] = scope
+        tk = (scope, name)
+        if tk not in table or key[0] < table[tk]:
+            table[tk] = key[0]
 
     # -- 4./5. references, then dense binding ids in order of appearance -------------------------
     binding_of: dict[tuple[int, str], int] = {}
     names: list[str] = []
-    out = np.empty((len(keys), 4), dtype=np.int64)
-    for i, ((st, en), sc) in enumerate(zip(keys, inner)):
-        k, name = items[(st, en)]
+    role = np.empty(len(keys), dtype=np.int64)
+    binding = np.empty(len(keys), dtype=np.int64)
+    for i, (key, scope) in enumerate(zip(keys, inner_l)):
+        k, name = items[key]
         if k >= 0:
-            key, role = (owner[i], name), kinds.ROLE_DEF
+            bkey, r = (owner[i], name), kinds.ROLE_DEF
         else:
-            key, role = (-1, name), kinds.ROLE_FREE
-            s, first = sc, True
+            bkey, r = (-1, name), kinds.ROLE_FREE
+            s, first = scope, True
             while s >= 0:
                 mode = s_mode[s]
                 if first or mode != _M_CLASS:
-                    pos = table.get((s, name))
-                    if pos is not None and (mode != _M_SEQ or pos <= st):
-                        key, role = (s, name), kinds.ROLE_REF
+                    p = table.get((s, name))
+                    if p is not None and (mode != _M_SEQ or p <= key[0]):
+                        bkey, r = (s, name), kinds.ROLE_REF
                         break
                 if mode == _M_ISOLATED:
                     break
-                s, first = parent[s], False
-        b = binding_of.get(key)
+                s, first = parent_l[s], False
+        b = binding_of.get(bkey)
         if b is None:
-            b = binding_of[key] = len(names)
+            b = binding_of[bkey] = len(names)
             names.append(name)
-        out[i] = (st, en, role, b)
-    return out, names
+        role[i] = r
+        binding[i] = b
+    return np.column_stack([pos, role, binding]), names

@@ -27,6 +27,7 @@ tokenize-only). Not covered: dataflow edges and execution labels (later issues a
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field, fields
 
 import numpy as np
@@ -136,6 +137,18 @@ def _overlaps_any(ranges: np.ndarray, bad: np.ndarray) -> np.ndarray:
     return reach > ranges[:, 0]
 
 
+def tokenize(tokenizer, text: str) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids (T,) int32 and char offsets (T, 2) int64 of `text`, no special tokens added.
+
+    Source text never yields a special id: ``"<mask>"`` in a string literal is encoded as text."""
+    if not tokenizer.encode_special_tokens:
+        tokenizer.encode_special_tokens = True
+    enc = tokenizer.encode(text, add_special_tokens=False)
+    ids = np.array(enc.ids, dtype=np.int32)
+    offs = np.fromiter(itertools.chain.from_iterable(enc.offsets), dtype=np.int64, count=2 * len(ids))
+    return ids, offs.reshape(-1, 2)
+
+
 def _names_of(data: bytes, rows: np.ndarray) -> list[str]:
     return [data[s:e].decode("utf-8", "replace") for s, e in rows[:, :2].tolist()]
 
@@ -155,9 +168,7 @@ def build_view(path: str, lang: str, text: str, tokenizer, *, timeout_s: float =
     g = grammar.load_grammar(lang)
 
     # 2. tokens
-    enc = tokenizer.encode(text, add_special_tokens=False)
-    ids = np.asarray(enc.ids, dtype=np.int32)
-    tok_off = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2)
+    ids, tok_off = tokenize(tokenizer, text)
     ts_, te_ = tok_off[:, 0], tok_off[:, 1]
 
     # 3. byte -> char -> token
@@ -183,9 +194,9 @@ def build_view(path: str, lang: str, text: str, tokenizer, *, timeout_s: float =
     t0, t1 = to_tokens(sp)
     spans = np.stack([t0, t1, sp[:, 2]], axis=1)
     spans = spans[t1 > t0]
-    if len(spans):
-        spans = np.unique(spans, axis=0)
+    if len(spans):  # sort by (start, -end, kind), drop duplicates
         spans = spans[np.lexsort((spans[:, 2], -spans[:, 1], spans[:, 0]))]
+        spans = spans[np.concatenate([[True], np.any(spans[1:] != spans[:-1], axis=1)])]
 
     # 4. identifiers: resolve on bytes (positions comparable), then convert
     idents_b = resolve_identifiers(parsed, data, g.scope_order)

@@ -1,0 +1,115 @@
+"""Grammar layer: every query compiles, captures stay in the vocabulary, fixtures pass exactly."""
+
+from __future__ import annotations
+
+import shutil
+import tomllib
+
+import pytest
+
+from codept.structure import grammar, kinds
+from codept.structure.fixtures import check_fixture, fixture_files
+
+SIX = ["go", "java", "javascript", "php", "python", "ruby"]
+LANGS = grammar.available_languages()
+
+
+def test_six_languages_present():
+    assert set(SIX) <= set(LANGS)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_grammar_loads_and_captures_in_vocabulary(lang):
+    g = grammar.load_grammar(lang)
+    for qk in grammar.QUERY_FILES:
+        q = g.queries[qk]
+        names = {q.capture_name(i) for i in range(q.capture_count)}
+        assert names, f"{lang}/{qk}.scm captures nothing"
+        for n in names:
+            assert n.startswith("_") or n in kinds.allowed_captures(qk)
+
+
+def test_extensions_are_unique_and_mapped():
+    ext = grammar.extension_map()
+    assert ext[".py"] == "python" and ext[".java"] == "java" and ext[".go"] == "go"
+    assert ext[".js"] == "javascript" and ext[".rb"] == "ruby" and ext[".php"] == "php"
+    assert grammar.language_for_path("x/y/Z.JAVA") == "java"
+    assert grammar.language_for_path("README") is None
+
+
+def _copy_python(tmp_path, monkeypatch):
+    dst = tmp_path / "python"
+    shutil.copytree(grammar.grammars_dir() / "python", dst)
+    monkeypatch.setenv("CODEPT_GRAMMARS", str(tmp_path))
+    return dst
+
+
+def test_unknown_capture_is_rejected(tmp_path, monkeypatch):
+    dst = _copy_python(tmp_path, monkeypatch)
+    with open(dst / "spans.scm", "a") as f:
+        f.write("\n(identifier) @span.identifer\n")  # typo
+    with pytest.raises(ValueError, match=r"unknown capture @span\.identifer"):
+        grammar.load_grammar.__wrapped__("python")
+
+
+def test_capture_of_another_file_is_rejected(tmp_path, monkeypatch):
+    dst = _copy_python(tmp_path, monkeypatch)
+    with open(dst / "tags.scm", "a") as f:
+        f.write("\n(identifier) @local.reference\n")
+    with pytest.raises(ValueError, match="tags.scm allows"):
+        grammar.load_grammar.__wrapped__("python")
+
+
+def test_broken_query_names_the_file(tmp_path, monkeypatch):
+    dst = _copy_python(tmp_path, monkeypatch)
+    (dst / "locals.scm").write_text("(no_such_node) @local.reference\n")
+    with pytest.raises(ValueError, match="locals.scm: does not compile"):
+        grammar.load_grammar.__wrapped__("python")
+
+
+def test_bad_scope_order_and_missing_file(tmp_path, monkeypatch):
+    dst = _copy_python(tmp_path, monkeypatch)
+    toml = (dst / "language.toml").read_text().replace('scope_order = "hoisted"', 'scope_order = "lexical"')
+    (dst / "language.toml").write_text(toml)
+    with pytest.raises(ValueError, match="scope_order='lexical'"):
+        grammar.load_grammar.__wrapped__("python")
+    (dst / "language.toml").write_text(toml.replace('"lexical"', '"hoisted"'))
+    (dst / "tags.scm").unlink()
+    with pytest.raises(ValueError, match="missing tags.scm"):
+        grammar.load_grammar.__wrapped__("python")
+
+
+def test_fingerprint_changes_with_queries(tmp_path, monkeypatch):
+    before = grammar.load_grammar("python").fingerprint
+    dst = _copy_python(tmp_path, monkeypatch)
+    assert grammar.load_grammar.__wrapped__("python").fingerprint == before
+    with open(dst / "spans.scm", "a") as f:
+        f.write("\n; a comment changes the hash\n")
+    assert grammar.load_grammar.__wrapped__("python").fingerprint != before
+
+
+FIXTURES = [(lang, p) for lang in LANGS for p in fixture_files(lang)]
+
+
+@pytest.mark.parametrize("lang,path", FIXTURES, ids=[f"{lang}/{p.name}" for lang, p in FIXTURES])
+def test_fixture(lang, path):
+    r = check_fixture(path, lang)
+    assert r.n_checks > 0
+    assert not r.failures, "\n".join(r.failures)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_fixtures_cover_the_vocabulary(lang):
+    files = fixture_files(lang)
+    assert len(files) >= 2, f"{lang}: needs fixture files"
+    asserted: set[str] = set()
+    for p in files:
+        asserted |= set(check_fixture(p, lang).asserted)
+    cfg = tomllib.loads((grammar.grammars_dir() / lang / "language.toml").read_text())
+    unsupported = set(cfg.get("unsupported_span_kinds", []))
+    assert unsupported <= set(kinds.SPAN_KINDS)
+    missing = {f"span.{k}" for k in kinds.SPAN_KINDS if k not in unsupported} - asserted
+    assert not missing, f"{lang}: fixtures never assert {sorted(missing)}"
+    for need in ("def", "ref", "free", "doc"):
+        assert need in asserted, f"{lang}: fixtures never assert {need}"
+    assert any(a.startswith("definition.") for a in asserted)

@@ -1,0 +1,107 @@
+"""`codept prepare`: every input accounted for, cache keyed by content, views loadable."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from codept.data.sources import read_source, stdlib_files
+from codept.prepare import PrepareConfig, load_views, prepare
+from codept.structure.view import CodeView, build_view
+from codept.tokenizer import default_tokenizer_dir, load_tokenizer, train_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tok_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tok")
+    train_tokenizer(stdlib_files()[:30], out, vocab_size=1500)
+    return out
+
+
+def hostile_corpus(root):
+    root.mkdir()
+    (root / "good.py").write_text('def f(x):\n    """Doc."""\n    return x + 1\n')
+    (root / "Good.java").write_text("class G { /** Doc. */ int f(int x) { return x + 1; } }\n")
+    (root / "syntax_error.py").write_text("def broken(:\n    pass\n")
+    (root / "bad_utf8.py").write_bytes(b"x = '\xff\xfe'\n")
+    (root / "binary.py").write_bytes(b"\x00\x01\x02" * 100)
+    (root / "empty.py").write_text("")
+    (root / "huge.py").write_text("x = 1\n" * 2_000_000)  # 12 MB
+    (root / "deep.py").write_text("x = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    (root / "notes.txt").write_text("not code\n")
+    (root / "loop").symlink_to(root, target_is_directory=True)
+    (root / "unreadable.py").write_text("x = 1\n")
+    (root / "unreadable.py").chmod(0)
+    return root
+
+
+def test_hostile_corpus_complete_manifest(tmp_path, tok_dir):
+    src = hostile_corpus(tmp_path / "src")
+    s = prepare([str(src)], out=tmp_path / "out", tokenizer_dir=tok_dir, cfg=PrepareConfig(workers=2),
+                progress=False)
+    rows = [json.loads(x) for x in (tmp_path / "out" / "manifest.jsonl").read_text().splitlines()]
+    by = {r["path"].rsplit("/", 1)[-1]: r for r in rows}
+    assert len(rows) == s["inputs"] == 11
+    assert by["good.py"]["status"] == by["Good.java"]["status"] == "viewed"
+    assert by["syntax_error.py"]["status"] == "viewed" and by["syntax_error.py"]["has_error"]
+    expect = {"bad_utf8.py": "bad_utf8", "binary.py": "binary", "empty.py": "empty", "huge.py": "too_large",
+              "deep.py": "too_deep", "notes.txt": "unknown_language", "loop": "symlinked_directory"}
+    for name, reason in expect.items():
+        assert by[name]["status"] == "skipped" and by[name]["reason"] == reason, by[name]
+    assert by["unreadable.py"]["status"] in ("viewed", "skipped")  # root can read a mode-000 file
+    views = load_views(tmp_path / "out")
+    assert len(views) == s["viewed"] == sum(r["status"] == "viewed" for r in rows)
+
+
+def test_output_independent_of_workers_and_cached(tmp_path, tok_dir):
+    files = [str(p) for p in stdlib_files()[:12]]
+    a = prepare(files, out=tmp_path / "a", tokenizer_dir=tok_dir, cfg=PrepareConfig(workers=1), progress=False)
+    b = prepare(files, out=tmp_path / "b", tokenizer_dir=tok_dir, cfg=PrepareConfig(workers=2), progress=False)
+    assert a["cache_key"] == b["cache_key"] and not a["cached"]
+    va, vb = load_views(tmp_path / "a"), load_views(tmp_path / "b")
+    assert va[:] == vb[:]  # identical rows, whatever the number of workers
+    assert [r["path"] for r in va] == sorted(r["path"] for r in va)
+    again = prepare(files, out=tmp_path / "a", tokenizer_dir=tok_dir, cfg=PrepareConfig(workers=1), progress=False)
+    assert again["cached"] and again["cache_key"] == a["cache_key"]
+    # a different setting is a different key: never served stale
+    other = prepare(files, out=tmp_path / "a", tokenizer_dir=tok_dir, cfg=PrepareConfig(workers=1, max_depth=900),
+                    progress=False)
+    assert not other["cached"] and other["cache_key"] != a["cache_key"]
+
+
+def test_changed_input_changes_key(tmp_path, tok_dir):
+    src = tmp_path / "m.py"
+    src.write_text("x = 1\n")
+    a = prepare([str(src)], out=tmp_path / "o", tokenizer_dir=tok_dir, progress=False)
+    src.write_text("x = 2\n")
+    b = prepare([str(src)], out=tmp_path / "o", tokenizer_dir=tok_dir, progress=False)
+    assert a["cache_key"] != b["cache_key"] and not b["cached"]
+
+
+@pytest.mark.slow
+def test_whole_stdlib_zero_crashes():
+    """The embedded default corpus: every file viewed or skipped with a reason, nothing crashes."""
+    s = prepare([], progress=False)
+    assert s["inputs"] == len(stdlib_files())
+    assert s["viewed"] + sum(s["skipped"].values()) == s["inputs"]
+    assert set(s["skipped"]) <= {"empty"}, s["skipped"]  # no crash, timeout or depth skip
+    assert s["viewed"] > 500 and s["tokens"] > 1_000_000 and s["documented"] > 3000
+    views = load_views(s["out"])
+    assert len(views) == s["viewed"]
+    # a stored view equals a freshly built one
+    row = views[len(views) // 2]
+    stored = CodeView.from_record(row)
+    fresh = build_view(row["path"], "python", read_source(row["path"]), load_tokenizer(default_tokenizer_dir()))
+    for f in ("input_ids", "offsets", "leaf", "spans", "idents", "functions"):
+        np.testing.assert_array_equal(getattr(stored, f), getattr(fresh, f))
+
+
+@pytest.mark.slow
+def test_main_command_runs_without_arguments():
+    r = subprocess.run([sys.executable, "-m", "codept.cli", "prepare"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "files viewed" in r.stdout and "spans:" in r.stdout
