@@ -74,3 +74,13 @@ def test_empty_input():
     out, names = resolve.resolve(np.zeros((0, 3), np.int64), np.zeros((0, 3), np.int64),
                                  np.zeros((0, 2), np.int64), [], [], "hoisted", 10)
     assert out.shape == (0, 4) and names == []
+
+
+def test_reuse_scope_rebinds_visible_outer_variable():
+    # sum = 0 at 5; block [10, 50) (reuse) assigns sum at 20 and defines fresh t at 30; ref t at 70
+    r = run([(10, 50, "reuse")], [(5, "", "sum"), (20, "", "sum"), (30, "", "t"), (60, "", "late")],
+            [(25, "sum"), (40, "late"), (70, "t")], "sequential")
+    assert r[20] == (DEF, r[5][1]) and r[25] == (REF, r[5][1])
+    assert r[70][0] == FREE  # t stayed local to the block
+    # an outer definition AFTER the block is not visible, so the block's own `late`... is free here
+    assert r[40][0] == FREE

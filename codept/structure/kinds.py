@@ -51,6 +51,8 @@ SCOPE_MODES: dict[str, str] = {
     "sequential": "a definition is visible from its position on (Go/Java/Ruby block locals)",
     "isolated": "sees no enclosing scope (Ruby def/class/module, PHP function)",
     "class": "hoisted, and invisible to scopes nested inside it (Python class body)",
+    "reuse": "sequential, and assigning a name already visible from an enclosing scope rebinds that "
+    "variable instead of defining a new one (Ruby blocks: `xs.each { |x| sum += x }`)",
 }
 
 # @local.definition kinds. function/class/method names bind in the scope ENCLOSING the innermost

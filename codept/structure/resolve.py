@@ -16,7 +16,9 @@ Algorithm:
      the queries, and the definition wins the role but they share the binding).
   4. A reference walks outwards from its innermost scope: in a hoisted scope any definition of the
      name matches; in a sequential one only a definition that starts before the reference. Class
-     scopes are skipped when seen from a nested scope; an isolated scope stops the walk.
+     scopes are skipped when seen from a nested scope; an isolated scope stops the walk. A
+     definition other than a parameter in a "reuse" scope (Ruby block) first looks outwards the same way and, if the name
+     is visible there, joins that binding.
   5. Unresolved references are "free" (globals, builtins, imports from elsewhere, attributes if the
      queries capture them): one binding per name per file, marked role ``free``.
 Cost: O((S + I) log) with a Python loop over identifiers (~1 us each).
@@ -32,9 +34,11 @@ import numpy as np
 from codept.structure import kinds
 
 _MODES = list(kinds.SCOPE_MODES)
-_M_DEFAULT, _M_HOISTED, _M_SEQ, _M_ISOLATED, _M_CLASS = (
-    _MODES.index(m) for m in ("", "hoisted", "sequential", "isolated", "class")
+_M_DEFAULT, _M_HOISTED, _M_SEQ, _M_ISOLATED, _M_CLASS, _M_REUSE = (
+    _MODES.index(m) for m in ("", "hoisted", "sequential", "isolated", "class", "reuse")
 )
+_ORDERED = {_M_SEQ, _M_REUSE}  # modes where a definition is visible only after its position
+_K_PARAMETER = kinds.DEF_KINDS.index("parameter")
 _PARENT_KINDS = {kinds.DEF_KINDS.index(k) for k in kinds.PARENT_BINDING_DEF_KINDS}
 
 
@@ -98,21 +102,40 @@ def resolve(
     parent_l = parent.tolist()
     inner_l = inner.tolist()
 
-    # -- 3. definitions ---------------------------------------------------------------------------
+    # -- 3. definitions, 4. references -------------------------------------------------------------
     table: dict[tuple[int, str], int] = {}  # (scope, name) -> first definition start
+
+    def lookup(scope: int, name: str, at: int) -> int:
+        """The scope whose binding of `name` is visible at position `at` from `scope`, or -1."""
+        s, first = scope, True
+        while s >= 0:
+            mode = s_mode[s]
+            if first or mode != _M_CLASS:
+                p = table.get((s, name))
+                if p is not None and (mode not in _ORDERED or p <= at):
+                    return s
+            if mode == _M_ISOLATED:
+                return -1
+            s, first = parent_l[s], False
+        return -1
+
     owner = [-1] * len(keys)  # binding scope of each definition
-    for i, (key, scope) in enumerate(zip(keys, inner_l)):
+    for i, (key, scope) in enumerate(zip(keys, inner_l)):  # source order: outer defs come first
         k, name = items[key]
         if k < 0:
             continue
         if k in _PARENT_KINDS and scope != 0:
             scope = parent_l[scope]
+        elif s_mode[scope] == _M_REUSE and k != _K_PARAMETER and (scope, name) not in table:
+            outer = lookup(parent_l[scope], name, key[0])
+            if outer >= 0:  # assigning a visible outer variable: same binding
+                scope = outer
         owner[i] = scope
         tk = (scope, name)
         if tk not in table or key[0] < table[tk]:
             table[tk] = key[0]
 
-    # -- 4./5. references, then dense binding ids in order of appearance -------------------------
+    # -- 5. free references, then dense binding ids in order of appearance -----------------------
     binding_of: dict[tuple[int, str], int] = {}
     names: list[str] = []
     role = np.empty(len(keys), dtype=np.int64)
@@ -122,18 +145,8 @@ def resolve(
         if k >= 0:
             bkey, r = (owner[i], name), kinds.ROLE_DEF
         else:
-            bkey, r = (-1, name), kinds.ROLE_FREE
-            s, first = scope, True
-            while s >= 0:
-                mode = s_mode[s]
-                if first or mode != _M_CLASS:
-                    p = table.get((s, name))
-                    if p is not None and (mode != _M_SEQ or p <= key[0]):
-                        bkey, r = (s, name), kinds.ROLE_REF
-                        break
-                if mode == _M_ISOLATED:
-                    break
-                s, first = parent_l[s], False
+            s = lookup(scope, name, key[0])
+            bkey, r = ((s, name), kinds.ROLE_REF) if s >= 0 else ((-1, name), kinds.ROLE_FREE)
         b = binding_of.get(bkey)
         if b is None:
             b = binding_of[bkey] = len(names)

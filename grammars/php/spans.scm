@@ -3,7 +3,7 @@
 ; -- identifiers -----------------------------------------------------------------
 ; A variable is (variable_name "$" (name)): the whole `$x` is the identifier, never its inner name.
 ; Every other (name) is an identifier in its own right; tree-sitter has no "parent is not" test, so
-; the parents of a non-variable (name) are listed (all of them in tree-sitter-php 0.25).
+; the parents of a non-variable (name) are listed (those of tree-sitter-php 0.25).
 (variable_name) @span.identifier
 [
   (argument (name) @span.identifier)
@@ -67,9 +67,9 @@
   (require_once_expression (name) @span.identifier)
   (return_statement (name) @span.identifier)
   (scoped_call_expression (name) @span.identifier)
-  (simple_parameter (name) @span.identifier)
   (scoped_property_access_expression (name) @span.identifier)
   (sequence_expression (name) @span.identifier)
+  (simple_parameter (name) @span.identifier)
   (static_variable_declaration (name) @span.identifier)
   (subscript_expression (name) @span.identifier)
   (throw_expression (name) @span.identifier)

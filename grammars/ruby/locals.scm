@@ -9,9 +9,9 @@
 ; name of a def is no identifier at all, and every bare call `foo` of a file shares one free
 ; binding.
 ;
-; Known gap (resolver): an assignment inside a block to a local of the enclosing scope
-; (`sum = 0; xs.each { |x| sum += x }`) reuses that local in Ruby, but a definition always binds
-; in its innermost scope here, so the `sum` inside the block is a new block-local binding.
+; Blocks and lambdas are `reuse` scopes: an assignment inside a block to a local already visible
+; from the enclosing scope (`sum = 0; xs.each { |x| sum += x }`) rebinds that local, as in Ruby;
+; a name first assigned inside the block stays block-local. Block parameters always shadow.
 
 ; -- scopes ------------------------------------------------------------------
 ; scope gates: def / class / module bodies see no enclosing local
@@ -21,8 +21,8 @@
 (class body: (body_statement) @local.scope.isolated)
 (module body: (body_statement) @local.scope.isolated)
 (singleton_class body: (body_statement) @local.scope.isolated)
-; closures see the enclosing locals; their parameters and new locals are their own
-[(block) (do_block) (lambda)] @local.scope
+; closures see the enclosing locals and assign to them; their parameters and new locals are their own
+[(block) (do_block) (lambda)] @local.scope.reuse
 
 ; -- definitions ---------------------------------------------------------------
 ; parameters of defs, blocks and lambdas: plain, `a = 1`, `*r`, `**o`, `k:`, `k: 1`, `&blk`,

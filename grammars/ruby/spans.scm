@@ -25,19 +25,27 @@
   (match_pattern) (test_pattern)
 ] @span.expression
 
-[
-  (if) (unless) (while) (until) (elsif) (if_modifier) (unless_modifier) (while_modifier)
-  (until_modifier) (conditional) (if_guard) (unless_guard)
-] condition: (_) @span.condition
+(if condition: (_) @span.condition)
+(unless condition: (_) @span.condition)
+(while condition: (_) @span.condition)
+(until condition: (_) @span.condition)
+(elsif condition: (_) @span.condition)
+(if_modifier condition: (_) @span.condition)
+(unless_modifier condition: (_) @span.condition)
+(while_modifier condition: (_) @span.condition)
+(until_modifier condition: (_) @span.condition)
+(conditional condition: (_) @span.condition)
+(if_guard condition: (_) @span.condition)
+(unless_guard condition: (_) @span.condition)
 (case value: (_) @span.condition)
 (case_match value: (_) @span.condition)
 
 [(assignment) (operator_assignment)] @span.assignment
 
-; simple statements: jumps anywhere, and expressions in statement position (Ruby has no
-; expression-statement node, so the statement lists are enumerated)
+; simple statements: jumps anywhere, and expressions in statement position. Ruby has no
+; expression-statement node, so the statement lists and the expression types are enumerated, one
+; pattern per pair (an alternation of types in one pattern makes the query 2-3x slower)
 [(return) (break) (next) (redo) (retry) (alias) (undef)] @span.statement
-; (one pattern per container and type: an alternation of types runs 2-3x slower)
 (program (call) @span.statement)
 (program (assignment) @span.statement)
 (program (operator_assignment) @span.statement)
@@ -191,7 +199,8 @@
   (#any-of? @_m "require" "require_relative" "load" "autoload")) @span.import
 
 ; bodies: of def/class/module/do-block (body_statement), of `{ }` blocks, of branches, loops and
-; rescue clauses (then/else/do), a lambda's `{ }`
+; rescue clauses (then/else/do), a lambda's `{ }`. Without the `then`/`do` keyword, `then` and
+; `do` start at the end of the condition's line; a loop's `do` runs to its `end`
 [(body_statement) (block_body) (then) (else) (do) (ensure)] @span.block
 (lambda body: (block) @span.block)
 

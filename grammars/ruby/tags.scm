@@ -1,19 +1,22 @@
-; Definitions with their doc comments for Ruby (tree-sitter tags convention). The doc is the run
-; of `#` comments right above the definition (codept keeps only the run adjacent to it).
+; Definitions with their doc comments for Ruby (tree-sitter tags convention). A doc is the run of
+; `#` comments right above the definition: the query captures the last comment only, codept
+; extends the run through the previous adjacent comments (no blank line between) in linear time;
+; a `(comment)*` pattern would be quadratic in the length of a comment run.
 
-; def name / def self.name / def name= / def +, also inside class bodies and as `private def ...`
+; def name / def self.name / def name= / def +, also inside class bodies; `private def m` is a
+; method too, but its comments are not adjacent to the def (`private ` between): no doc
 (
-  (comment)* @doc
+  (comment)? @doc
   .
   [
     (method name: (_) @name) @definition.method
     (singleton_method name: (_) @name) @definition.method
   ])
 ; comments above the first statement of a body belong to the enclosing node, not to the body:
-; `class A\n  # doc\n  def m` is (class (comment) body: (body_statement (method))). `+`, not `*`:
-; a definition without a comment is already matched above, and `*` here doubles the query time
+; `class A\n  # doc\n  def m` is (class (comment) body: (body_statement (method))). A definition
+; without a comment is already matched above
 (_
-  (comment)+ @doc
+  (comment) @doc
   .
   (_
     .
@@ -24,14 +27,14 @@
 
 ; class Name / class A::Name / module Name (`class << self` has no name: not a definition)
 (
-  (comment)* @doc
+  (comment)? @doc
   .
   [
     (class name: [(constant) @name (scope_resolution name: (_) @name)]) @definition.class
     (module name: [(constant) @name (scope_resolution name: (_) @name)]) @definition.class
   ])
 (_
-  (comment)+ @doc
+  (comment) @doc
   .
   (_
     .
