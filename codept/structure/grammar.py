@@ -25,6 +25,7 @@ Not covered: injected languages (SQL in strings, JS in HTML), incremental re-par
 
 from __future__ import annotations
 
+import bisect
 import functools
 import hashlib
 import os
@@ -241,7 +242,9 @@ def parse(lang: str, source: bytes, *, timeout_s: float = 10.0, max_depth: int =
     t0 = time.perf_counter()
     deadline = t0 + timeout_s
     n = len(source)
-    chunk = 1 << 20
+    # small chunks: a text predicate (#eq?, #match?) on a tree parsed from a callable re-reads the
+    # source through it from the node's start; 1 MiB chunks made predicates 75x slower
+    chunk = 1024
 
     def read(offset: int, _point) -> bytes:
         return source[offset : offset + chunk] if offset < n else b""
@@ -332,6 +335,7 @@ def parse(lang: str, source: bytes, *, timeout_s: float = 10.0, max_depth: int =
 def _tags(g: Grammar, source: bytes, matches) -> list[Tag]:
     """One Tag per definition node; docs before the definition must be adjacent doc comments."""
     best: dict[tuple[int, int], Tag] = {}
+    siblings: dict[int, tuple[list, list[int]]] = {}  # parent id -> (children, their start bytes)
     for _pattern, caps in matches:
         defn = [(k, v) for k, v in caps.items() if k in _TAG_KIND_ID]
         names = caps.get("name")
@@ -339,7 +343,7 @@ def _tags(g: Grammar, source: bytes, matches) -> list[Tag]:
             continue
         kind_name, dnodes = defn[0]
         d, nm = dnodes[0], names[0]
-        doc = _adjacent_doc(g, source, d.start_byte, caps.get("doc", []))
+        doc = _adjacent_doc(g, source, d.start_byte, caps.get("doc", []), siblings)
         key = (d.start_byte, d.end_byte)
         tag = Tag(_TAG_KIND_ID[kind_name], d.start_byte, d.end_byte, nm.start_byte, nm.end_byte, doc)
         old = best.get(key)
@@ -356,21 +360,34 @@ def _gap_ok(source: bytes, end: int, start: int) -> bool:
     return not gap.strip() and gap.count(b"\n") <= 1
 
 
-def _adjacent_doc(g: Grammar, source: bytes, def_start: int, nodes: list) -> list[tuple[int, int]]:
+def _adjacent_doc(g: Grammar, source: bytes, def_start: int, nodes: list, siblings: dict) -> list[tuple[int, int]]:
     """Doc nodes inside the definition (docstrings) are kept as they are. Before it, the doc is the
     run of same-type comments ending right above the definition (no blank line between), whose
     first comment starts with a doc prefix. The query need only capture the LAST comment
-    (``(comment)? @doc . (def)``): the run is extended here through previous siblings, in linear
-    time (a ``(comment)*`` pattern is quadratic in the length of a comment run)."""
+    (``(comment)? @doc . (def)``): the run is extended here through the preceding siblings, in
+    linear time (a ``(comment)*`` pattern, and tree-sitter's ``prev_sibling``, are quadratic in the
+    length of a comment run). `siblings` caches each parent's children across calls."""
     inside = [(n.start_byte, n.end_byte) for n in nodes if n.start_byte >= def_start]
     before = sorted((n for n in nodes if n.end_byte <= def_start), key=lambda n: n.start_byte)
     if not before or not _gap_ok(source, before[-1].end_byte, def_start):
         return inside
-    run = [before[-1]]
-    prev = run[0].prev_sibling
-    while prev is not None and prev.kind_id == run[-1].kind_id and _gap_ok(source, prev.end_byte, run[-1].start_byte):
-        run.append(prev)
-        prev = prev.prev_sibling
+    last = before[-1]
+    parent = last.parent
+    if parent is None:
+        run = [last]
+    else:
+        if parent.id not in siblings:
+            kids = parent.children
+            siblings[parent.id] = (kids, [k.start_byte for k in kids])
+        kids, starts = siblings[parent.id]
+        i = bisect.bisect_left(starts, last.start_byte)
+        while i < len(kids) and kids[i] != last:
+            i += 1
+        run = [last]
+        j = i - 1
+        while j >= 0 and kids[j].kind_id == last.kind_id and _gap_ok(source, kids[j].end_byte, run[-1].start_byte):
+            run.append(kids[j])
+            j -= 1
     run.reverse()
     ranges = [(n.start_byte, n.end_byte) for n in run]
     if g.doc_comment_prefixes:

@@ -32,13 +32,17 @@
 [
   (short_var_declaration) (assignment_statement) (inc_statement) (dec_statement)
 ] @span.assignment
-; `var x = 1` / `const c = 1`: the whole declaration; in a group `var ( ... )` each spec
-((var_declaration (var_spec value: (_))) @span.assignment
-  (#not-match? @span.assignment "^var\\s*\\("))
+; `var x = 1` / `const c = 1`: the whole declaration; in a group `var ( ... )` each spec.
+; (No text predicates anywhere in these files: codept parses from a callable, and py-tree-sitter
+; then re-reads the source for every predicate test, quadratic in the file size.)
+(var_declaration (var_spec value: (_))) @span.assignment
 (var_spec_list (var_spec value: (_)) @span.assignment)
-((const_declaration (const_spec value: (_))) @span.assignment
-  (#not-match? @span.assignment "^const\\s*\\("))
-(const_declaration "(" (const_spec value: (_)) @span.assignment)
+; a const group has its specs as direct children: a lone spec is the whole declaration, a spec
+; with a named sibling (comment or spec) before or after it is one of a group
+(const_declaration . (const_spec value: (_)) .) @span.assignment
+(const_declaration (comment) . (const_spec value: (_)) @span.assignment)
+(const_declaration (const_spec) . (const_spec value: (_)) @span.assignment)
+(const_declaration . (const_spec value: (_)) @span.assignment . (_))
 
 [
   (expression_statement) (return_statement) (break_statement) (continue_statement)
@@ -62,9 +66,14 @@
 [(function_declaration) (method_declaration) (func_literal)] @span.function
 
 ; a struct or interface type: `type T struct {...}` whole; in a group `type ( ... )` each spec
-((type_declaration (type_spec type: [(struct_type) (interface_type)])) @span.class
-  (#not-match? @span.class "^type\\s*\\("))
-(type_declaration "(" (type_spec type: [(struct_type) (interface_type)]) @span.class)
+; (same lone-spec / spec-with-a-named-sibling split as for const)
+(type_declaration . (type_spec type: [(struct_type) (interface_type)]) .) @span.class
+(type_declaration
+  (comment) . (type_spec type: [(struct_type) (interface_type)]) @span.class)
+(type_declaration
+  [(type_spec) (type_alias)] . (type_spec type: [(struct_type) (interface_type)]) @span.class)
+(type_declaration
+  . (type_spec type: [(struct_type) (interface_type)]) @span.class . (_))
 
 ; every type expression in a type position (the supertype `_simple_type` matches by position,
 ; so the name in `type T ...` is not a type span)

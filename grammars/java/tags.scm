@@ -2,10 +2,10 @@
 ; @doc: the block comments right before the declaration; codept keeps the run adjacent to it that
 ; starts with `/**` (a line comment or a blank line in between: no doc). Annotations (@Override)
 ; are inside the declaration's modifiers, so the Javadoc still precedes the declaration node.
-; The run is spelled as up to three optional comments, not `(block_comment)*`: a `*` run costs
-; time quadratic in the number of consecutive comments (12k comments: seconds), this is linear.
+; Only the LAST comment is captured: codept extends the run upwards itself, in linear time (a
+; `(block_comment)*` pattern costs time quadratic in the number of consecutive comments).
 
-((block_comment)? @doc . (block_comment)? @doc . (block_comment)? @doc
+((block_comment)? @doc
   .
   [
     (class_declaration name: (identifier) @name)
@@ -15,7 +15,7 @@
     (annotation_type_declaration name: (identifier) @name)
   ] @definition.class)
 
-((block_comment)? @doc . (block_comment)? @doc . (block_comment)? @doc
+((block_comment)? @doc
   .
   [
     (method_declaration name: (identifier) @name)

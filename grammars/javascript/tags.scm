@@ -5,14 +5,14 @@
 ; exported ones are tagged on the export_statement, and the other patterns name their parent
 ; (program, statement_block) so that they do not tag the declaration inside it a second time.
 ;
-; Inside a parent pattern, `(comment)* @doc . (x)` loses every undocumented x after the first
-; documented one (tree-sitter 0.26), so each is written twice: `(comment)+ @doc . (x)` and `(x)`;
+; Inside a parent pattern, `(comment)? @doc . (x)` loses every undocumented x after the first
+; documented one (tree-sitter 0.26), so each is written twice: `(comment) @doc . (x)` and `(x)`;
 ; codept keeps the longest doc of a definition.
 
 ; -- functions: `function f`, `function* f`, and `const f = () => ...` / `var f = function ...`
 ;    when the declaration declares only f ----------------------------------------------------
 (program
-  (comment)+ @doc
+  (comment) @doc
   .
   [
     (function_declaration name: (identifier) @name)
@@ -32,7 +32,7 @@
       . (variable_declarator name: (identifier) @name value: [(arrow_function) (function_expression) (generator_function)]) .)
   ] @definition.function)
 (statement_block
-  (comment)+ @doc
+  (comment) @doc
   .
   [
     (function_declaration name: (identifier) @name)
@@ -52,7 +52,7 @@
       . (variable_declarator name: (identifier) @name value: [(arrow_function) (function_expression) (generator_function)]) .)
   ] @definition.function)
 (
-  (comment)* @doc
+  (comment)? @doc
   .
   (export_statement
     declaration: [
@@ -79,7 +79,7 @@
 
 ; `exports.f = function () {}`, `Foo.prototype.f = ...`, `f = () => ...`
 (
-  (comment)* @doc
+  (comment)? @doc
   .
   (expression_statement
     (assignment_expression
@@ -91,7 +91,7 @@
 
 ; `{ f: function () {} }`, `{ f: () => ... }`
 (object
-  (comment)+ @doc
+  (comment) @doc
   .
   (pair
     key: (property_identifier) @name
@@ -103,7 +103,7 @@
 
 ; -- methods: in classes (also `f = () => ...` fields) and object literals ---------
 (class_body
-  (comment)+ @doc
+  (comment) @doc
   .
   [
     (method_definition name: (_) @name)
@@ -119,7 +119,7 @@
       value: [(arrow_function) (function_expression) (generator_function)])
   ] @definition.method)
 (object
-  (comment)+ @doc
+  (comment) @doc
   .
   (method_definition name: (_) @name) @definition.method)
 (object
@@ -127,7 +127,7 @@
 
 ; -- classes: `class C`, `const C = class ...` -------------------------------------
 (program
-  (comment)+ @doc
+  (comment) @doc
   .
   [
     (class_declaration name: (identifier) @name)
@@ -139,7 +139,7 @@
     (lexical_declaration . (variable_declarator name: (identifier) @name value: (class)) .)
   ] @definition.class)
 (statement_block
-  (comment)+ @doc
+  (comment) @doc
   .
   [
     (class_declaration name: (identifier) @name)
@@ -151,7 +151,7 @@
     (lexical_declaration . (variable_declarator name: (identifier) @name value: (class)) .)
   ] @definition.class)
 (
-  (comment)* @doc
+  (comment)? @doc
   .
   (export_statement
     declaration: [

@@ -3,15 +3,15 @@
 ; Attributes (#[...]) and modifiers are inside the declaration node, so they do not separate the
 ; doc from it.
 
-((comment)* @doc
+((comment)? @doc
   .
   (function_definition name: (name) @name) @definition.function)
 
-((comment)* @doc
+((comment)? @doc
   .
   (method_declaration name: (name) @name) @definition.method)
 
-((comment)* @doc
+((comment)? @doc
   .
   [
     (class_declaration name: (name) @name)
