@@ -2,7 +2,7 @@
 
 1. Discover inputs (codept.data.sources): files with a grammar's extension; everything else is a
    recorded skip. With no sources, the running interpreter's standard library.
-2. Cache key = sha256 of the codept version, every grammar's fingerprint (language.toml + queries +
+2. Cache key = sha256 of the codept version and view-building source code, every grammar's fingerprint (language.toml + queries +
    wheel version), the tokenizer's JSON, the prepare settings and every input's path and content.
    A complete folder for that key is reused; anything else is rebuilt (never served stale).
 3. Views are built in killable worker processes (codept.parallel): a file that hangs or crashes a
@@ -75,6 +75,10 @@ def _view_one(state, item):
 def cache_key(files: list[tuple[str, str]], tokenizer_dir: Path, cfg: PrepareConfig) -> str:
     h = hashlib.sha256()
     h.update(f"codept {__version__}\n".encode())
+    # the code that turns a file into a view, so a development checkout never serves stale views
+    pkg = Path(__file__).resolve().parent
+    for f in sorted([*pkg.glob("structure/*.py"), pkg / "data" / "sources.py", pkg / "prepare.py"]):
+        h.update(f.read_bytes())
     h.update(grammar.grammars_fingerprint().encode())
     h.update(tokenizer_fingerprint(load_tokenizer(tokenizer_dir)).encode())
     cfg_d = asdict(cfg)

@@ -59,6 +59,8 @@ def test_parse_timeout_is_a_skip():
     with pytest.raises(grammar.SkipFile) as e:
         grammar.parse("python", src, timeout_s=0.01)
     assert e.value.reason == "parse_timeout"
+    # the cancelled parse must not leak into the next one (tree-sitter resumes unless reset)
+    assert grammar.parse("python", b"x = 1\n").leaves.tolist() == [[0, 1], [2, 3], [4, 5]]
 
 
 def test_unreadable_and_missing_files(tmp_path):

@@ -252,6 +252,7 @@ def parse(lang: str, source: bytes, *, timeout_s: float = 10.0, max_depth: int =
     try:
         tree = parser.parse(read, progress_callback=lambda *_: time.perf_counter() > deadline)
     except ValueError as e:  # cancelled by the progress callback
+        parser.reset()  # else the NEXT parse resumes this cancelled one and returns its tree
         raise SkipFile("parse_timeout", f"> {timeout_s:g}s for {n} bytes") from e
     t1 = time.perf_counter()
     root = tree.root_node
