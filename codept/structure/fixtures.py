@@ -101,7 +101,7 @@ def check_fixture(path: str | Path, lang: str) -> FixtureResult:
     span_set = {}
     for s, e, k in parsed.spans.tolist():
         span_set.setdefault(int(chars(np.array([s]))[0]), []).append((int(chars(np.array([e]))[0]), k))
-    idents = resolve_identifiers(parsed, data, g.scope_order)
+    idents, _ = resolve_identifiers(parsed, data, g.scope_order)
     ident_at = {(int(chars(np.array([s]))[0]), int(chars(np.array([e]))[0])): (r, b) for s, e, r, b in idents.tolist()}
     ident_start = {s: v for (s, _e), v in ident_at.items()}
     tags = {}

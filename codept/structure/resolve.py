@@ -46,12 +46,14 @@ def resolve(
     scopes: np.ndarray,
     defs: np.ndarray,
     refs: np.ndarray,
-    def_names: list[str],
-    ref_names: list[str],
+    def_names: list,
+    ref_names: list,
     default_order: str,
     n: int,
 ):
-    """Returns (idents (I, 4) int64 [start, end, role, binding], binding_names list[str]).
+    """Returns (idents (I, 4) int64 [start, end, role, binding], the name of every binding).
+
+    Names may be str or bytes (anything hashable); they are only compared.
 
     `n` is the length of the file in the same unit as the offsets. Identifiers are sorted by start;
     a range captured both as definition and reference is a definition (role def).

@@ -149,15 +149,14 @@ def tokenize(tokenizer, text: str) -> tuple[np.ndarray, np.ndarray]:
     return ids, offs.reshape(-1, 2)
 
 
-def _names_of(data: bytes, rows: np.ndarray) -> list[str]:
-    return [data[s:e].decode("utf-8", "replace") for s, e in rows[:, :2].tolist()]
-
-
-def resolve_identifiers(parsed: grammar.ParsedFile, data: bytes, scope_order: str) -> np.ndarray:
-    """(I, 4) int64 byte start, end, role, binding of every identifier of a parsed file."""
-    idents, _ = resolve.resolve(parsed.scopes, parsed.defs, parsed.refs, _names_of(data, parsed.defs),
-                                _names_of(data, parsed.refs), scope_order, len(data))
-    return idents
+def resolve_identifiers(parsed: grammar.ParsedFile, data: bytes, scope_order: str) -> tuple[np.ndarray, list[str]]:
+    """(I, 4) int64 byte start, end, role, binding of every identifier of a parsed file, and the
+    name of every binding. Names are compared as raw bytes and decoded once per binding."""
+    def_names = [data[s:e] for s, e in parsed.defs[:, :2].tolist()]
+    ref_names = [data[s:e] for s, e in parsed.refs.tolist()]
+    idents, names = resolve.resolve(parsed.scopes, parsed.defs, parsed.refs, def_names, ref_names, scope_order,
+                                    len(data))
+    return idents, [n.decode("utf-8", "replace") for n in names]
 
 
 def build_view(path: str, lang: str, text: str, tokenizer, *, timeout_s: float = 10.0,
@@ -198,31 +197,33 @@ def build_view(path: str, lang: str, text: str, tokenizer, *, timeout_s: float =
         spans = spans[np.lexsort((spans[:, 2], -spans[:, 1], spans[:, 0]))]
         spans = spans[np.concatenate([[True], np.any(spans[1:] != spans[:-1], axis=1)])]
 
-    # 4. identifiers: resolve on bytes (positions comparable), then convert
-    idents_b = resolve_identifiers(parsed, data, g.scope_order)
-    idents_b = idents_b[~_overlaps_any(idents_b, errors)]
-    id_names = _names_of(data, idents_b)
-    name_index: dict[str, int] = {}
-    name_ids = np.asarray([name_index.setdefault(n, len(name_index)) for n in id_names], dtype=np.int64)
+    # 4. identifiers: resolve on bytes (positions comparable), then convert. Every identifier of a
+    # binding has the binding's name, so names come per binding, never decoded per identifier.
+    idents_b, binding_names = resolve_identifiers(parsed, data, g.scope_order)
     i0, i1 = to_tokens(idents_b)
-    idents = np.stack([i0, i1, name_ids, idents_b[:, 2], idents_b[:, 3]], axis=1)
-    good = i1 > i0
-    idents = idents[good]
-    if not good.all():  # renumber bindings densely after dropping
-        _, idents[:, 4] = np.unique(idents[:, 4], return_inverse=True)
+    keep = (i1 > i0) & ~_overlaps_any(idents_b, errors)
+    idents_b, i0, i1 = idents_b[keep], i0[keep], i1[keep]
+    # renumber kept bindings densely (ids are in order of first appearance, np.unique keeps it)
+    kept, binding = np.unique(idents_b[:, 3], return_inverse=True)
+    name_index: dict[str, int] = {}
+    name_of_binding = np.array([name_index.setdefault(binding_names[b], len(name_index)) for b in kept.tolist()],
+                               dtype=np.int64)
+    idents = np.stack([i0, i1, name_of_binding[binding] if len(kept) else binding, idents_b[:, 2], binding], axis=1)
 
-    # tags -> functions
-    frows = []
-    for t in parsed.tags:
-        if len(errors) and _overlaps_any(np.array([[t.start, t.end]]), errors)[0]:
-            continue
-        rng = [[t.start, t.end], [t.name_start, t.name_end]]
-        if t.doc:
-            rng.append([t.doc[0][0], t.doc[-1][1]])
-        a, b = to_tokens(np.asarray(rng, dtype=np.int64))
-        doc = (int(a[2]), int(b[2])) if t.doc else (-1, -1)
-        frows.append((t.kind, int(a[0]), int(b[0]), int(a[1]), int(b[1]), *doc))
-    functions = np.asarray(frows, dtype=np.int64).reshape(-1, 7)
+    # tags -> functions: one vectorised conversion for all (definition, name, doc) ranges
+    tags = parsed.tags
+    if tags:
+        rows = np.array([(t.kind, t.start, t.end, t.name_start, t.name_end,
+                          t.doc[0][0] if t.doc else 0, t.doc[-1][1] if t.doc else 0) for t in tags], dtype=np.int64)
+        rows = rows[~_overlaps_any(rows[:, 1:3], errors)]
+        functions = np.empty((len(rows), 7), dtype=np.int64)
+        functions[:, 0] = rows[:, 0]
+        for col in (1, 3, 5):
+            functions[:, col], functions[:, col + 1] = to_tokens(rows[:, col : col + 2])
+        no_doc = rows[:, 6] <= rows[:, 5]
+        functions[no_doc, 5:7] = -1
+    else:
+        functions = np.zeros((0, 7), dtype=np.int64)
 
     return CodeView(
         path=path,
