@@ -1,0 +1,143 @@
+"""Best-fit packing of Examples into rows of ``seq_len`` tokens, with per-document attention.
+
+A row is a dict of NumPy arrays (L = seq_len):
+
+  input_ids   (L,)  int32  pad_id after the last document
+  segment_ids (L,)  int32  1-based document number within the row, 0 on padding
+  positions   (L,)  int32  restart at 0 for every document
+  prefix      (L,)  bool   the documents' prefix masks (codept.attention.visible uses seg + prefix)
+  labels.<n>  (L,)  int32  IGNORE on padding and where a document has no such label
+  ptr.<n>     (K, ...)     pointer records of all documents, shifted into row coordinates
+  ptr_seg.<n> (K,)  int32  the segment each pointer record belongs to
+  scalar.<n>  (D,)  int64  one value per document of the row (D = documents in the row)
+
+Algorithm (:func:`pack`):
+  1. Documents longer than ``seq_len`` are split into windows of ``seq_len`` (``long="split"``) or
+     cut to their first ``seq_len`` tokens (``long="truncate"``); pointer records that leave a
+     window are dropped (codept.data.example.Example.window).
+  2. Best-fit decreasing: documents sorted by length (longest first, ties by input order); each goes
+     to the open row with the least free space that still fits it, else to a new row. A sorted list
+     of free capacities makes each placement O(log R) plus an O(R) list insert.
+  3. Rows are emitted in creation order, documents inside a row in placement order, so the output is
+     a pure function of the input list.
+Utilisation on function-level code at seq 512 is measured by benchmarks/bench_packing.py. Not
+covered: packing across buffers (a document never waits for a later buffer).
+"""
+
+from __future__ import annotations
+
+import bisect
+
+import numpy as np
+
+from codept.data.example import IGNORE, Example
+
+
+def split_long(examples: list[Example], seq_len: int, long: str = "split") -> list[Example]:
+    if long not in ("split", "truncate"):
+        raise ValueError(f"long={long!r}: expected 'split' or 'truncate'")
+    out: list[Example] = []
+    for ex in examples:
+        n = len(ex)
+        if n == 0:
+            continue
+        if n <= seq_len:
+            out.append(ex)
+        elif long == "truncate":
+            out.append(ex.window(0, seq_len))
+        else:
+            out.extend(ex.window(s, min(s + seq_len, n)) for s in range(0, n, seq_len))
+    return out
+
+
+def best_fit(lengths: list[int], capacity: int) -> list[list[int]]:
+    """Bins (lists of item indices) from best-fit decreasing; every length must be <= capacity."""
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    bins: list[list[int]] = []
+    free: list[tuple[int, int]] = []  # sorted (free space, bin id)
+    for i in order:
+        n = lengths[i]
+        j = bisect.bisect_left(free, (n, -1))
+        if j == len(free):
+            bins.append([i])
+            rest, b = capacity - n, len(bins) - 1
+        else:
+            rest, b = free.pop(j)
+            bins[b].append(i)
+            rest -= n
+        if rest > 0:
+            bisect.insort(free, (rest, b))
+    return bins
+
+
+def pack(examples: list[Example], seq_len: int, pad_id: int, long: str = "split") -> list[dict]:
+    """Pack `examples` into rows (see module docstring). Deterministic in the input order."""
+    docs = split_long(examples, seq_len, long)
+    bins = best_fit([len(d) for d in docs], seq_len)
+    label_keys = sorted({k for d in docs for k in d.labels})
+    ptr_keys = sorted({k for d in docs for k in d.pointers})
+    scalar_keys = sorted({k for d in docs for k in d.scalars})
+    return [_row([docs[i] for i in b], seq_len, pad_id, label_keys, ptr_keys, scalar_keys) for b in bins]
+
+
+def _row(docs: list[Example], seq_len: int, pad_id: int, label_keys, ptr_keys, scalar_keys) -> dict:
+    row = {
+        "input_ids": np.full(seq_len, pad_id, dtype=np.int32),
+        "segment_ids": np.zeros(seq_len, dtype=np.int32),
+        "positions": np.zeros(seq_len, dtype=np.int32),
+        "prefix": np.zeros(seq_len, dtype=bool),
+    }
+    for k in label_keys:
+        row[f"labels.{k}"] = np.full(seq_len, IGNORE, dtype=np.int32)
+    ptrs: dict[str, list] = {k: [] for k in ptr_keys}
+    ptr_segs: dict[str, list] = {k: [] for k in ptr_keys}
+    off = 0
+    for seg, d in enumerate(docs, start=1):
+        n = len(d)
+        sl = slice(off, off + n)
+        row["input_ids"][sl] = d.input_ids
+        row["segment_ids"][sl] = seg
+        row["positions"][sl] = np.arange(n)
+        row["prefix"][sl] = d.prefix
+        for k, v in d.labels.items():
+            row[f"labels.{k}"][sl] = v
+        for k in ptr_keys:
+            p = d.pointers.get(k)
+            if p is not None and len(p):
+                ptrs[k].append(np.where(p >= 0, p + off, -1))
+                ptr_segs[k].append(np.full(len(p), seg, dtype=np.int32))
+        off += n
+    for k in ptr_keys:
+        shapes = [d.pointers[k].shape[1:] for d in docs if k in d.pointers]
+        tail = shapes[0] if shapes else ()
+        row[f"ptr.{k}"] = np.concatenate(ptrs[k]).astype(np.int64) if ptrs[k] else np.zeros((0, *tail), np.int64)
+        row[f"ptr_seg.{k}"] = np.concatenate(ptr_segs[k]) if ptr_segs[k] else np.zeros(0, np.int32)
+    for k in scalar_keys:
+        row[f"scalar.{k}"] = np.array([d.scalars.get(k, IGNORE) for d in docs], dtype=np.int64)
+    return row
+
+
+def unpack(row: dict) -> list[Example]:
+    """The documents of a row, back in document coordinates (inverse of :func:`pack` per row)."""
+    seg = row["segment_ids"]
+    n_docs = int(seg.max()) if len(seg) else 0
+    out = []
+    for s in range(1, n_docs + 1):
+        idx = np.flatnonzero(seg == s)
+        a, b = int(idx[0]), int(idx[-1]) + 1
+        labels = {k[7:]: v[a:b] for k, v in row.items() if k.startswith("labels.")}
+        pointers = {}
+        for k, v in row.items():
+            if k.startswith("ptr."):
+                mine = row[f"ptr_seg.{k[4:]}"] == s
+                pointers[k[4:]] = np.where(v[mine] >= 0, v[mine] - a, -1)
+        scalars = {k[7:]: int(v[s - 1]) for k, v in row.items() if k.startswith("scalar.")}
+        out.append(Example(row["input_ids"][a:b], row["prefix"][a:b], labels, pointers, scalars))
+    return out
+
+
+def utilisation(rows: list[dict]) -> float:
+    """Share of row slots holding a document token (not padding)."""
+    if not rows:
+        return 0.0
+    return float(sum(int((r["segment_ids"] > 0).sum()) for r in rows) / sum(len(r["segment_ids"]) for r in rows))

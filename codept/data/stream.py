@@ -1,0 +1,184 @@
+"""Deterministic, resumable, rank-sharded streams of packed rows.
+
+Everything is a pure function of (seed, rank, world, step): no hidden iterator state, so a stream
+restored from ``state_dict()`` yields exactly the rows the uninterrupted one would, and the number
+of loader workers changes nothing.
+
+1. A :class:`Source` is a dataset of ``n`` documents plus ``make(index, rng) -> Example | None``
+   (load the view, apply an objective). Each epoch ``e`` a source shuffles its indices with
+   ``default_rng([seed, e, salt, 0])``; rank ``r`` of ``world`` takes every world-th index from
+   position ``r``: ranks see disjoint documents within an epoch.
+2. Every random draw for a document comes from ``default_rng([seed, epoch, index, salt])``: the same
+   (seed, epoch, index) gives the same example, a new epoch new masks (dynamic masking).
+3. A :class:`Mixture` interleaves sources with exact proportions: at step ``i`` it picks the source
+   whose count lags its weight most (``w_c * (i + 1) - count_c``, ties to the first), so after any
+   ``n`` steps every count is within 1 of ``n * w_c``. A source's own position is its count.
+4. :class:`PackedStream` packs consecutive buffers of ``buffer`` mixture steps (codept.data.pack) into
+   rows; buffer ``k`` depends on nothing but ``k``. Its state is (buffer, rows already taken).
+   ``loader(workers)`` hands whole buffers to torch DataLoader workers (buffer k -> worker k mod W);
+   DataLoader returns worker items round-robin, i.e. in buffer order, whatever W is.
+Cost: pack time per buffer + the sources' ``make``. Not covered: weights that change mid-run
+(a new mixture = a new stream), sources that grow while training.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import numpy as np
+
+from codept.data.example import Example
+from codept.data.pack import pack
+
+
+def example_rng(seed: int, epoch: int, index: int, salt: int) -> np.random.Generator:
+    return np.random.default_rng([seed, epoch, index, salt])
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str
+    n: int
+    make: Callable[[int, np.random.Generator], Example | None]
+    salt: int = 0  # distinguishes sources that share documents (e.g. two objectives on one corpus)
+
+
+class Mixture:
+    """Rank-local sequence of (source, epoch, index) with exact proportions (see module docstring)."""
+
+    def __init__(self, sources: list[Source], weights: list[float], seed: int, rank: int = 0, world: int = 1):
+        if len(sources) != len(weights) or not sources:
+            raise ValueError(f"{len(sources)} sources but {len(weights)} weights")
+        if any(w <= 0 for w in weights):
+            raise ValueError(f"weights must be positive, got {weights}")
+        if not 0 <= rank < world:
+            raise ValueError(f"rank={rank} not in [0, world={world})")
+        for s in sources:
+            if s.n < world:
+                raise ValueError(f"source {s.name!r} has {s.n} documents, fewer than world={world} ranks")
+        total = float(sum(weights))
+        self.sources, self.weights = sources, [w / total for w in weights]
+        self.seed, self.rank, self.world = seed, rank, world
+        self._perm_cache: dict[tuple[int, int], np.ndarray] = {}
+        zero = [0] * len(sources)
+        self._checkpoints: dict[int, list[int]] = {0: zero}  # counts before step k*_CK
+        self._cursor = (0, zero)  # (step, counts before it): sequential access is O(1)
+
+    _CK = 4096
+
+    def _choose(self, i: int, counts: list[int]) -> int:
+        deficit = [w * (i + 1) - c for w, c in zip(self.weights, counts)]
+        return max(range(len(deficit)), key=lambda j: (deficit[j], -j))
+
+    def _counts_before(self, step: int) -> list[int]:
+        cur, counts = self._cursor
+        if not cur <= step < cur + self._CK:  # random access: restart from a checkpoint
+            k = max(c for c in self._checkpoints if c <= step)
+            cur, counts = k, self._checkpoints[k]
+        counts = list(counts)
+        for i in range(cur, step):
+            counts[self._choose(i, counts)] += 1
+            if (i + 1) % self._CK == 0:
+                self._checkpoints.setdefault(i + 1, list(counts))
+        self._cursor = (step, counts)
+        return counts
+
+    def schedule(self, step: int) -> tuple[int, int]:
+        """(source id, that source's rank-local position) at mixture step `step`."""
+        counts = self._counts_before(step)
+        c = self._choose(step, counts)
+        return c, counts[c]
+
+    def locate(self, step: int) -> tuple[Source, int, int]:
+        """(source, epoch, document index) at mixture step `step`."""
+        c, pos = self.schedule(step)
+        src = self.sources[c]
+        per_rank = len(range(self.rank, src.n, self.world))
+        epoch, j = divmod(pos, per_rank)
+        return src, epoch, int(self._perm(c, epoch)[self.rank + j * self.world])
+
+    def _perm(self, c: int, epoch: int) -> np.ndarray:
+        key = (c, epoch)
+        if key not in self._perm_cache:
+            if len(self._perm_cache) > 8:
+                self._perm_cache.clear()
+            src = self.sources[c]
+            self._perm_cache[key] = np.random.default_rng([self.seed, epoch, src.salt, 0]).permutation(src.n)
+        return self._perm_cache[key]
+
+    def example(self, step: int) -> Example | None:
+        src, epoch, index = self.locate(step)
+        return src.make(index, example_rng(self.seed, epoch, index, src.salt))
+
+
+class PackedStream:
+    """Rows of ``seq_len`` packed from buffers of ``buffer`` mixture steps; resumable exactly."""
+
+    def __init__(self, mixture: Mixture, seq_len: int, pad_id: int, buffer: int = 256, long: str = "split"):
+        self.mixture, self.seq_len, self.pad_id, self.buffer, self.long = mixture, seq_len, pad_id, buffer, long
+        self.k = 0  # current buffer
+        self.taken = 0  # rows of buffer k already yielded
+        self._rows: list[dict] | None = None
+
+    def rows_of_buffer(self, k: int) -> list[dict]:
+        exs = [self.mixture.example(s) for s in range(k * self.buffer, (k + 1) * self.buffer)]
+        return pack([e for e in exs if e is not None], self.seq_len, self.pad_id, self.long)
+
+    def state_dict(self) -> dict:
+        return {"buffer": self.k, "taken": self.taken, "seed": self.mixture.seed, "rank": self.mixture.rank,
+                "world": self.mixture.world}
+
+    def load_state_dict(self, state: dict) -> None:
+        mine = (self.mixture.seed, self.mixture.rank, self.mixture.world)
+        theirs = (state["seed"], state["rank"], state["world"])
+        if mine != theirs:
+            raise ValueError(f"stream state is for (seed, rank, world)={theirs}, this stream is {mine}")
+        self.k, self.taken, self._rows = int(state["buffer"]), int(state["taken"]), None
+
+    def __iter__(self) -> Iterator[dict]:
+        return self
+
+    def __next__(self) -> dict:
+        while True:
+            if self._rows is None:
+                self._rows = self.rows_of_buffer(self.k)
+            if self.taken < len(self._rows):
+                row = self._rows[self.taken]
+                self.taken += 1
+                return row
+            self.k, self.taken, self._rows = self.k + 1, 0, None
+
+    def batches(self, rows_per_batch: int) -> Iterator[list[dict]]:
+        while True:
+            yield [next(self) for _ in range(rows_per_batch)]
+
+    def loader(self, workers: int):
+        """A torch DataLoader yielding the remaining rows of the current buffer, then whole buffers
+        built by `workers` processes, in buffer order. Consume it with :meth:`iter_loader`."""
+        import torch.utils.data as tud
+
+        stream = self
+
+        class _Buffers(tud.IterableDataset):
+            def __iter__(self):
+                info = tud.get_worker_info()
+                w, nw = (info.id, info.num_workers) if info else (0, 1)
+                k = stream.k + w
+                while True:
+                    yield k, stream.rows_of_buffer(k)
+                    k += nw
+
+        return tud.DataLoader(_Buffers(), batch_size=None, num_workers=workers,
+                              persistent_workers=False, multiprocessing_context="fork" if workers else None)
+
+    def iter_loader(self, workers: int) -> Iterator[dict]:
+        """Like iterating the stream itself, with buffers built by `workers` loader processes; keeps
+        ``state_dict()`` exact."""
+        for k, rows in self.loader(workers):
+            assert k == self.k, f"loader returned buffer {k}, expected {self.k}"
+            while self.taken < len(rows):
+                row = rows[self.taken]
+                self.taken += 1
+                yield row
+            self.k, self.taken = self.k + 1, 0
