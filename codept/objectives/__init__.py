@@ -1,0 +1,27 @@
+"""Objectives: ``build(vocab, config) -> objective(view, rng) -> Example``.
+
+An objective is a pure function of one document view and a NumPy Generator (seeded by the stream
+from (seed, epoch, index)); it composes a selector (select.py: WHERE) with a renderer (render.py:
+HOW). The registry is an explicit dict; a test checks it.
+"""
+
+from __future__ import annotations
+
+from codept.objectives import mlm, syntax_span
+
+OBJECTIVES = {
+    "mlm": (mlm.build, mlm.Config),
+    "syntax_span": (syntax_span.build, syntax_span.Config),
+}
+
+
+def build(name: str, vocab, **overrides):
+    """The objective `name` with its Config overridden by keyword (unknown keys are an error)."""
+    if name not in OBJECTIVES:
+        raise KeyError(f"unknown objective {name!r}; registered: {sorted(OBJECTIVES)}")
+    make, config = OBJECTIVES[name]
+    fields = set(config.__dataclass_fields__)
+    bad = sorted(set(overrides) - fields)
+    if bad:
+        raise TypeError(f"objective {name!r} has no settings {bad}; it has {sorted(fields)}")
+    return make(vocab, config(**overrides))
