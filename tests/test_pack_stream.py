@@ -217,3 +217,27 @@ def test_loader_workers_do_not_change_the_stream(views, small_tok):
         s = stream()
         got = list(itertools.islice(s.iter_loader(workers), 60))
         assert _digest(got) == _digest(ref), f"workers={workers}"
+
+
+def test_prepared_views_to_batches_end_to_end(tmp_path):
+    """prepare -> load_views -> objectives -> mixture -> packed stream -> collate."""
+    from codept.data.views import view_source
+    from codept.objectives import build
+    from codept.objectives.render import Vocab
+    from codept.prepare import PrepareConfig, load_views, prepare
+    from codept.tokenizer import load_tokenizer, train_tokenizer
+
+    train_tokenizer(stdlib_files()[:20], tmp_path / "tok", vocab_size=1200)
+    s = prepare([str(p) for p in stdlib_files()[20:45]], out=tmp_path / "views", tokenizer_dir=tmp_path / "tok",
+                cfg=PrepareConfig(workers=1), progress=False)
+    ds = load_views(tmp_path / "views")
+    assert len(ds) == s["viewed"] > 10
+    vocab = Vocab.from_tokenizer(load_tokenizer(tmp_path / "tok"))
+    sources = [view_source(ds, build("mlm", vocab), "mlm", salt=1),
+               view_source(ds, build("syntax_span", vocab), "syntax_span", salt=2)]
+    stream = PackedStream(Mixture(sources, [1, 1], seed=0), seq_len=256, pad_id=vocab.pad_id, buffer=8)
+    batch = collate(next(stream.batches(4)))
+    assert batch["input_ids"].shape == (4, 256)
+    lab = batch["labels.mlm"]
+    assert ((lab != IGNORE).sum() / (batch["segment_ids"] > 0).sum()).item() > 0.1
+    assert "ptr.span" in batch
