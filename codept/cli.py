@@ -86,6 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--timeout", type=float, default=20.0, help="seconds per file before it is skipped")
     pp.add_argument("--max-depth", type=int, default=1500, help="skip files whose syntax tree is deeper")
     pp.add_argument("--force", action="store_true", help="rebuild even when the cache is complete")
+    pp.add_argument("--num-shards", type=int, default=1, help="machines sharing the corpus (stable path hash)")
+    pp.add_argument("--shard-index", type=int, default=0, help="which of --num-shards this machine prepares")
     pp.set_defaults(fn=_cmd_prepare)
 
     pt = sub.add_parser("tokenizer", help="tokenizer commands").add_subparsers(dest="sub", required=True)

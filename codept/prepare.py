@@ -8,7 +8,8 @@
 3. Views are built in killable worker processes (codept.parallel): a file that hangs or crashes a
    worker becomes a skip with reason ``timeout``/``worker_crash``, the job goes on.
 4. Views are written in path order (independent of the number of workers) to Arrow stream shards
-   ``views-NNNNN.arrow`` that ``datasets.Dataset.from_file`` memory-maps (:func:`load_views`), then
+   with the metadata of ``Dataset.save_to_disk``: ``datasets.load_from_disk(DIR)`` opens them
+   memory-mapped (:func:`load_views`); then
    ``manifest.jsonl`` (one row per input: viewed or skipped with reason) and ``summary.json``;
    ``DONE`` is written last, so a killed job never leaves a folder that looks complete.
 Cost: ~view building time / workers. Not covered yet (data-pipeline issue): jsonl/parquet/HF
@@ -44,6 +45,19 @@ class PrepareConfig:
     parse_timeout: float = 10.0  # in-process parse bound (tree-sitter progress callback)
     timeout: float = 20.0  # whole-file bound enforced by killing the worker
     workers: int = 0  # 0 = all cores
+    num_shards: int = 1  # split the inputs over this many machines by a stable hash of their path
+    shard_index: int = 0  # the part this machine prepares
+
+    def __post_init__(self):
+        if not 0 <= self.shard_index < self.num_shards:
+            raise ValueError(f"shard_index={self.shard_index} not in [0, num_shards={self.num_shards})")
+
+
+def in_shard(path: str, num_shards: int, shard_index: int) -> bool:
+    """Stable across machines and Python runs (sha1 of the path as given, not hash())."""
+    if num_shards == 1:
+        return True
+    return int.from_bytes(hashlib.sha1(path.encode()).digest()[:8], "big") % num_shards == shard_index
 
 
 def _init_worker(tokenizer_dir: str, cfg: dict):
@@ -102,6 +116,9 @@ def prepare(sources: list[str], out: Path | None = None, tokenizer_dir: Path | N
         files, skipped = discover(sources)
     else:
         files, skipped = [(str(p), "python") for p in stdlib_files()], []
+    n_all = len(files)
+    files = [f for f in files if in_shard(f[0], cfg.num_shards, cfg.shard_index)]
+    skipped = [s for s in skipped if in_shard(s[0], cfg.num_shards, cfg.shard_index)]
     tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else default_tokenizer_dir()
     key = cache_key(files, tokenizer_dir, cfg)
     out = Path(out) if out else cache_dir() / "views" / key
@@ -130,7 +147,7 @@ def prepare(sources: list[str], out: Path | None = None, tokenizer_dir: Path | N
         nonlocal shard, shard_rows, n_shards
         if buf:
             if shard is None:
-                shard = pa.ipc.new_stream(str(out / f"views-{n_shards:05d}.arrow"), ARROW_SCHEMA)
+                shard = pa.ipc.new_stream(str(out / f"data-{n_shards:05d}.arrow.tmp"), ARROW_SCHEMA)
                 n_shards += 1
             shard.write_table(pa.Table.from_pylist(buf, schema=ARROW_SCHEMA))
             shard_rows += len(buf)
@@ -195,27 +212,51 @@ def prepare(sources: list[str], out: Path | None = None, tokenizer_dir: Path | N
         "spans": {list(kinds.SPAN_KINDS)[k]: n for k, n in sorted(spans.items())},
         **dict(totals),
         "shards": n_shards,
+        "shard": f"{cfg.shard_index} of {cfg.num_shards} ({len(files)} of {n_all} files)",
         "seconds": round(elapsed, 2),
         "workers": workers,
     }
     assert summary["viewed"] + sum(summary["skipped"].values()) == summary["inputs"]
+    _write_hf_metadata(out, n_shards, key)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     (out / "DONE").write_text(key + "\n")
     summary["cached"] = False
     return summary
 
 
-def load_views(out: str | Path):
-    """The prepared views as one memory-mapped ``datasets.Dataset`` (rows: CodeView.to_record())."""
+def _write_hf_metadata(out: Path, n_shards: int, fingerprint: str) -> None:
+    """Name the shards and write state.json / dataset_info.json as ``Dataset.save_to_disk`` does,
+    so ``datasets.load_from_disk(out)`` opens the folder (memory-mapped, no copy)."""
     import datasets
 
-    out = Path(out)
-    if not (out / "DONE").is_file():
-        raise FileNotFoundError(f"{out} is not a complete prepared dataset (no DONE marker)")
-    shards = sorted(out.glob("views-*.arrow"))
-    if not shards:
-        return datasets.Dataset(pa.table({f.name: [] for f in ARROW_SCHEMA}, schema=ARROW_SCHEMA))
-    return datasets.concatenate_datasets([datasets.Dataset.from_file(str(s)) for s in shards])
+    names = []
+    for i in range(n_shards):
+        name = f"data-{i:05d}-of-{n_shards:05d}.arrow"
+        os.replace(out / f"data-{i:05d}.arrow.tmp", out / name)
+        names.append({"filename": name})
+    if not n_shards:  # an empty dataset still loads
+        name = "data-00000-of-00001.arrow"
+        with pa.ipc.new_stream(str(out / name), ARROW_SCHEMA) as w:
+            w.write_table(ARROW_SCHEMA.empty_table())
+        names.append({"filename": name})
+    datasets.DatasetInfo(features=datasets.Features.from_arrow_schema(ARROW_SCHEMA)).write_to_directory(str(out))
+    state = {"_data_files": names, "_fingerprint": fingerprint, "_format_columns": None, "_format_kwargs": {},
+             "_format_type": None, "_output_all_columns": False, "_split": None}
+    (out / "state.json").write_text(json.dumps(state, indent=2) + "\n")
+
+
+def load_views(*outs: str | Path):
+    """Prepared views as one memory-mapped ``datasets.Dataset`` (rows: CodeView.to_record()).
+    Several folders (the shards of a multi-machine prepare) are read as one dataset."""
+    import datasets
+
+    parts = []
+    for out in outs:
+        out = Path(out)
+        if not (out / "DONE").is_file():
+            raise FileNotFoundError(f"{out} is not a complete prepared dataset (no DONE marker)")
+        parts.append(datasets.load_from_disk(str(out)))
+    return parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
 
 
 def _progress(total: int, enabled: bool):
@@ -250,7 +291,7 @@ def format_summary(s: dict) -> str:
 
 def main(args) -> int:
     cfg = PrepareConfig(max_bytes=args.max_bytes, max_depth=args.max_depth, timeout=args.timeout,
-                        workers=args.workers)
+                        workers=args.workers, num_shards=args.num_shards, shard_index=args.shard_index)
     summary = prepare([str(s) for s in args.sources], out=args.out, tokenizer_dir=args.tokenizer, cfg=cfg,
                       force=args.force)
     print(format_summary(summary))

@@ -105,3 +105,19 @@ def test_main_command_runs_without_arguments():
     r = subprocess.run([sys.executable, "-m", "codept.cli", "prepare"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "files viewed" in r.stdout and "spans:" in r.stdout
+
+
+def test_shards_are_disjoint_and_read_as_one(tmp_path, tok_dir):
+    import datasets
+
+    files = [str(p) for p in stdlib_files()[:30]]
+    full = prepare(files, out=tmp_path / "all", tokenizer_dir=tok_dir, cfg=PrepareConfig(workers=2), progress=False)
+    parts = [prepare(files, out=tmp_path / f"s{i}", tokenizer_dir=tok_dir,
+                     cfg=PrepareConfig(workers=1, num_shards=3, shard_index=i), progress=False) for i in range(3)]
+    assert sum(p["inputs"] for p in parts) == full["inputs"]
+    assert all(p["inputs"] > 0 for p in parts)
+    joined = load_views(*(tmp_path / f"s{i}" for i in range(3)))
+    assert sorted(joined["path"]) == sorted(load_views(tmp_path / "all")["path"])
+    assert len(datasets.load_from_disk(str(tmp_path / "s0"))) == parts[0]["viewed"]  # a plain HF dataset
+    with pytest.raises(ValueError, match="shard_index"):
+        PrepareConfig(num_shards=2, shard_index=2)
