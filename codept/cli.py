@@ -4,6 +4,9 @@
   codept tokenizer train SRC... --out DIR   byte-level BPE with codept's special tokens
   codept grammar check [LANG...]            run the caret-annotated fixtures of grammars/<lang>/
   codept view FILE [--tokenizer DIR]        print the view of one file (debugging a grammar)
+  codept corpora list                       the demo-corpus registry (pip/npm/apt, pinned)
+  codept corpora fetch DEST [--only NAME ...] [--role ROLE]
+                                            download real corpora outside any git repo; DEST/corpora.json
 """
 
 from __future__ import annotations
@@ -108,6 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
     pv.add_argument("--lang")
     pv.add_argument("--tokenizer", type=Path)
     pv.set_defaults(fn=_cmd_view)
+
+    from codept.data.corpora import add_cli as add_corpora_cli
+
+    add_corpora_cli(sub)
     return p
 
 
