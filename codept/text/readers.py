@@ -1,0 +1,894 @@
+"""Natural-language inputs -> documents (TextDoc), translation pairs (PairDoc) and skips.
+
+Every input file is accounted for: :func:`read_file` yields at least one TextDoc/PairDoc, or a
+:class:`Skip` naming the file and a stable reason. Skips with ``count > 1`` (or a path ``file``
+that also yielded documents) are entries dropped inside a kept file, aggregated per reason
+(``short_source: 3120``) so a 40k-entry catalog does not write 40k manifest rows.
+
+Formats (:func:`format_of`, by file name; ``.gz`` is decompressed for the text formats):
+
+1. plain text (``.txt``, ``.text``): paragraphs are blocks separated by blank lines.
+2. Markdown (``.md``, ``.markdown``), modest clean-up, line by line:
+   drops fenced code blocks (`````/``~~~``), HTML comments, YAML front matter, tables (lines
+   starting with ``|``, separator rows), reference-link definitions, horizontal rules; headings
+   (ATX ``#`` and setext underlines) become paragraphs of their own, so do list items;
+   list/blockquote markers are removed; inline: ``[text](url)`` / ``[text][ref]`` -> text,
+   images -> alt text, ```code``` -> code, ``**x**``/``*x*``/``__x__`` -> x, known HTML tags
+   removed, backslash escapes resolved.
+3. reStructuredText (``.rst``, ``.rest``): drops section adornment lines (the title becomes a
+   paragraph), comments and targets (``.. _x:``), literal blocks after ``::``, doctest blocks
+   (``>>>``), tables (a block with a grid/simple table border is dropped whole), and the bodies of
+   non-text directives (:data:`RST_DROP_BODY`: code, images, toctree, math, ...); other directives
+   (``note``, ``warning``, ``function``, ...) lose their directive line and options, keep their body;
+   inline roles ``:func:`x``` -> x, ```text <url>`_`` -> text, ````literal```` -> literal, emphasis.
+4. man pages (``name.N[suffix][.gz]``, e.g. ``ls.1.gz``): rendered by ``man --nh --nj -l -Tutf8``
+   (no hyphenation, no justification), overstrike and SGR codes removed, the header and footer
+   lines dropped; unindented lines (NAME, DESCRIPTION) become headings. Without ``man`` every page
+   is a skip ``man_unavailable``. Language from the path (``/usr/share/man/zh_CN/...`` -> 'zh').
+5. pairs from jsonl (``.jsonl``): one JSON object per line with ``src`` and ``tgt`` (+ optional
+   ``src_lang``/``tgt_lang``); a line with ``text`` (+ optional ``lang``) is a document instead.
+6. pairs from TSV (``.tsv``): ``src<TAB>tgt`` per line (further columns ignored).
+7. gettext catalogs (``.mo`` via stdlib ``gettext.GNUTranslations``; ``.po`` by a small parser:
+   msgctxt/msgid/msgid_plural/msgstr[N], continuation lines, C escapes, fuzzy and obsolete entries
+   dropped). msgid (English) -> msgstr (first plural form); placeholders and accelerators are
+   normalised (:func:`normalise_message`); kept when the source has >= ``min_src_words`` words,
+   the target is non-empty and differs from the source.
+
+Pair languages, first found: the ``pair_langs`` argument; per record (jsonl); the catalog header
+``Language:`` (target; source 'text'); the path (``.../<locale>/LC_MESSAGES/x.mo``, ``po/de.po``,
+``name.en-de.tsv``). Document language: the ``lang`` argument, a man page's locale directory, else
+:func:`codept.text.segment.guess_lang` ('zh', 'ja' or 'text'). All languages pass through
+:func:`codept.text.segment.normalise_lang` (English -> 'text', Chinese -> 'zh').
+
+Paragraph text is reflowed (lines joined with one space, none between two CJK characters), so
+hard-wrapped sources give clean sentences; paragraphs are joined by one blank line.
+Cost: linear in the input; man pages ~50-100 ms each (groff). Not covered: HTML, PDF, DocBook,
+texinfo; Markdown/rst edge cases (nested HTML blocks, indented code in Markdown, simple tables
+without borders, substitutions); dedup and redaction (codept.data handles them for all sources).
+"""
+
+from __future__ import annotations
+
+import codecs
+import gettext
+import gzip
+import io
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from codept.data.sources import decode_source
+from codept.structure.grammar import SkipFile
+from codept.text.segment import HAN, KANA, count_words, guess_lang, normalise_lang
+
+TEXT_MAX_BYTES = 8_000_000  # per input file; views cost ~20 bytes of temporaries per char
+MIN_SRC_WORDS = 3
+MAN_TIMEOUT_S = 20.0
+
+
+@dataclass(frozen=True)
+class TextDoc:
+    path: str
+    lang: str
+    text: str
+
+
+@dataclass(frozen=True)
+class PairDoc:
+    path: str
+    src_lang: str
+    tgt_lang: str
+    src: str
+    tgt: str
+
+
+@dataclass(frozen=True)
+class Skip:
+    path: str
+    reason: str
+    detail: str = ""
+    count: int = 1
+
+
+Item = TextDoc | PairDoc | Skip
+
+# -- formats --------------------------------------------------------------------------------------
+
+_EXT = {".txt": "plain", ".text": "plain", ".md": "markdown", ".markdown": "markdown", ".rst": "rst",
+        ".rest": "rst", ".jsonl": "jsonl", ".tsv": "tsv", ".mo": "mo", ".po": "po"}
+_MAN_NAME = re.compile(r".+\.[1-9][a-z0-9]{0,6}(?:\.(?:gz|bz2|xz|lzma|zst))?")
+FORMATS = ("plain", "markdown", "rst", "man", "jsonl", "tsv", "mo", "po")
+
+
+def format_of(path: str | os.PathLike) -> str | None:
+    """The reader kind for a file name, or None."""
+    name = Path(path).name
+    base = name[:-3] if name.endswith(".gz") else name
+    kind = _EXT.get(Path(base).suffix.lower())
+    if kind == "mo" and name.endswith(".gz"):
+        return None
+    if kind is not None:
+        return kind
+    return "man" if _MAN_NAME.fullmatch(name) else None
+
+
+def discover(sources: Iterable[str | os.PathLike]) -> tuple[list[tuple[str, str]], list[Skip]]:
+    """Files and directories -> (files [(path, kind)], skips), both sorted by path. Directories
+    are walked without following symlinks; unknown formats are skips ``unknown_format``."""
+    files: list[tuple[str, str]] = []
+    skips: list[Skip] = []
+
+    def add(p: Path) -> None:
+        kind = format_of(p)
+        if kind is None:
+            skips.append(Skip(str(p), "unknown_format", f"suffix {p.suffix!r} not in {sorted(_EXT)} or name.N"))
+        else:
+            files.append((str(p), kind))
+
+    for src in sources:
+        p = Path(src)
+        if p.is_file():
+            add(p)
+            continue
+        if not p.is_dir():
+            skips.append(Skip(str(p), "not_found" if not os.path.lexists(p) else "not_a_file"))
+            continue
+        errors: list[OSError] = []
+        for dirpath, dirnames, filenames in os.walk(p, onerror=errors.append, followlinks=False):
+            dirnames.sort()
+            for d in dirnames:
+                if os.path.islink(os.path.join(dirpath, d)):
+                    skips.append(Skip(os.path.join(dirpath, d), "symlinked_directory"))
+            for f in sorted(filenames):
+                fp = Path(dirpath) / f
+                if fp.is_symlink() and not fp.exists():
+                    skips.append(Skip(str(fp), "broken_symlink"))
+                elif not fp.is_file():
+                    skips.append(Skip(str(fp), "not_a_file"))
+                else:
+                    add(fp)
+        skips.extend(Skip(e.filename or str(p), "unreadable_directory") for e in errors)
+    return sorted(files), sorted(skips, key=lambda s: s.path)
+
+
+def read_sources(sources: Iterable[str | os.PathLike], **kw) -> Iterator[Item]:
+    """Every item of every file under `sources` (see :func:`read_file` for keyword arguments),
+    discovery skips first, then files in path order."""
+    files, skips = discover(sources)
+    yield from skips
+    for path, kind in files:
+        yield from read_file(path, kind, **kw)
+
+
+def read_file(path: str | os.PathLike, kind: str | None = None, *, lang: str | None = None,
+              pair_langs: tuple[str, str] | None = None, max_bytes: int = TEXT_MAX_BYTES,
+              min_src_words: int = MIN_SRC_WORDS, man_timeout_s: float = MAN_TIMEOUT_S) -> Iterator[Item]:
+    """Documents, pairs and skips of one file; at least one item, never an exception for bad input
+    (bad arguments raise ValueError)."""
+    path = str(path)
+    kind = kind or format_of(path)
+    if kind not in FORMATS:
+        if kind is None:
+            yield Skip(path, "unknown_format", f"{Path(path).name!r}")
+            return
+        raise ValueError(f"kind={kind!r} is not a text format; expected one of {FORMATS}")
+    if lang is not None:
+        lang = normalise_lang(lang)
+    if pair_langs is not None:
+        if len(pair_langs) != 2:
+            raise ValueError(f"pair_langs={pair_langs!r}: expected (src_lang, tgt_lang)")
+        pair_langs = (normalise_lang(pair_langs[0]), normalise_lang(pair_langs[1]))
+    n_docs = 0
+    try:
+        if kind == "man":
+            it = _read_man(path, lang, man_timeout_s)
+        elif kind == "mo":
+            it = _read_mo(path, pair_langs, max_bytes, min_src_words)
+        elif kind == "po":
+            it = _read_po(path, pair_langs, max_bytes, min_src_words)
+        else:
+            text = _read_text(path, max_bytes)
+            if kind == "jsonl":
+                it = _read_jsonl(path, text, lang, pair_langs)
+            elif kind == "tsv":
+                it = _read_tsv(path, text, pair_langs)
+            else:
+                body = {"plain": plain_to_text, "markdown": markdown_to_text, "rst": rst_to_text}[kind](text)
+                it = iter([TextDoc(path, lang or guess_lang(body), body)] if body.strip() else [])
+        for item in it:
+            n_docs += not isinstance(item, Skip)
+            yield item
+    except SkipFile as e:
+        yield Skip(path, e.reason, e.detail)
+        return
+    except (ValueError, UnicodeError, RecursionError, MemoryError, OSError) as e:  # hostile input, never a crash
+        yield Skip(path, "reader_error", f"{type(e).__name__}: {str(e)[:200]}")
+        return
+    if n_docs == 0:
+        yield Skip(path, "no_documents", f"{kind}: nothing left after clean-up and filters")
+
+
+def _read_text(path: str, max_bytes: int) -> str:
+    try:
+        size = os.path.getsize(path)
+        if size > max_bytes:
+            raise SkipFile("too_large", f"{size} bytes > max_bytes={max_bytes}")
+        if path.endswith(".gz"):
+            with gzip.open(path, "rb") as f:
+                data = f.read(max_bytes + 1)
+        else:
+            with open(path, "rb") as f:
+                data = f.read(max_bytes + 1)
+    except (OSError, EOFError) as e:
+        raise SkipFile("unreadable", f"{type(e).__name__}: {e}") from e
+    return decode_source(data, max_bytes).replace("\r\n", "\n").replace("\r", "\n")
+
+
+# -- paragraphs -----------------------------------------------------------------------------------
+
+_CJK_EDGE = re.compile(f"[{HAN}{KANA}\u3000-\u303f\uff00-\uffef]")
+
+
+def reflow(lines: list[str]) -> str:
+    """Join the lines of one paragraph: stripped, one space between them, none between two CJK chars."""
+    out = ""
+    for line in lines:
+        s = " ".join(line.split())
+        if not s:
+            continue
+        if out and not (_CJK_EDGE.match(out[-1]) and _CJK_EDGE.match(s[0])):
+            out += " "
+        out += s
+    return out
+
+
+def _join(paragraphs: Iterable[list[str]], inline=None) -> str:
+    """Reflow each paragraph, clean its inline markup (after reflow: links and code spans may cross
+    lines), drop empty ones, join with a blank line."""
+    out = (reflow(b) for b in paragraphs)
+    if inline is not None:
+        out = (inline(p) for p in out)
+    return "\n\n".join(p.strip() for p in out if p.strip())
+
+
+def _blocks(lines: Iterable[str]) -> Iterator[list[str]]:
+    cur: list[str] = []
+    for line in lines:
+        if line.strip():
+            cur.append(line)
+        elif cur:
+            yield cur
+            cur = []
+    if cur:
+        yield cur
+
+
+def plain_to_text(text: str) -> str:
+    """Paragraphs = blocks of non-blank lines; each reflowed; joined by a blank line."""
+    return _join(_blocks(text.splitlines()))
+
+
+# -- Markdown -------------------------------------------------------------------------------------
+
+_MD_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
+_MD_ATX = re.compile(r"^\s{0,3}#{1,6}(?:\s+(.*?))?\s*#*\s*$")
+_MD_SETEXT = re.compile(r"^\s{0,3}(?:=+|-+)\s*$")
+_MD_HR = re.compile(r"^\s{0,3}([-*_])(?:\s*\1){2,}\s*$")
+_MD_TABLE_SEP = re.compile(r"^\s*\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)+\|?\s*$")
+_MD_LINKDEF = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*\S")
+_MD_QUOTE = re.compile(r"^\s*(?:>\s?)+")
+_MD_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,9}[.)])\s+")
+_HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
+_HTML_TAG = re.compile(r"</?(?:a|abbr|b|br|code|dd|del|details|div|dl|dt|em|h[1-6]|hr|i|img|ins|kbd|li|ol|p|"
+                       r"pre|s|samp|small|span|strong|sub|summary|sup|table|tbody|td|th|thead|tr|u|ul|var)"
+                       r"\b[^>]*>", re.I)
+_MD_CODE = re.compile(r"(`+)(.+?)\1", re.S)
+_MD_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
+_MD_LINK = re.compile(r"\[([^\]]+)\](?:\([^)]*\)|\[[^\]]*\])")
+_MD_STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
+_MD_EM = re.compile(r"(?<![\w*])\*(?=[^\s*])([^*\n]+?)(?<=\S)\*(?![\w*])")
+_MD_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>~])")
+
+
+def _md_inline(s: str) -> str:
+    s = _MD_IMAGE.sub(r"\1", s)
+    s = _MD_LINK.sub(r"\1", s)  # before code spans: link text is often code ([`path.sep`][])
+    parts = _MD_CODE.split(s)  # [text, ticks, code, text, ticks, code, ...]
+    out = []
+    for i in range(0, len(parts), 3):
+        t = parts[i]
+        t = _HTML_TAG.sub("", t)
+        t = _MD_STRONG.sub(r"\2", t)
+        t = _MD_EM.sub(r"\1", t)
+        out.append(_MD_ESCAPE.sub(r"\1", t))
+        if i + 2 < len(parts):
+            out.append(parts[i + 2].strip())
+    return "".join(out)
+
+
+def markdown_to_text(text: str) -> str:
+    """Markdown -> plain paragraphs (see the module docstring for what is dropped)."""
+    text = _HTML_COMMENT.sub("", text)
+    lines = text.splitlines()
+    if lines and lines[0].strip() == "---":  # YAML front matter
+        for j in range(1, len(lines)):
+            if lines[j].strip() in ("---", "..."):
+                lines = lines[j + 1 :]
+                break
+    paras: list[list[str]] = []
+    cur: list[str] = []
+
+    def flush():
+        nonlocal cur
+        if cur:
+            paras.append(cur)
+            cur = []
+
+    fence = None
+    for line in lines:
+        if fence is not None:
+            m = _MD_FENCE.match(line)
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not line.strip(fence[0] + " \t"):
+                fence = None
+            continue
+        m = _MD_FENCE.match(line)
+        if m:
+            flush()
+            fence = m.group(1)
+            continue
+        if not line.strip():
+            flush()
+            continue
+        if "<!--" in line:  # an unterminated comment opener (terminated ones are gone): drop the line
+            continue
+        m = _MD_ATX.match(line)
+        if m:
+            flush()
+            paras.append([m.group(1) or ""])
+            continue
+        if _MD_SETEXT.match(line) and cur:
+            title = cur.pop()
+            flush()
+            paras.append([title])
+            continue
+        if _MD_HR.match(line) or _MD_TABLE_SEP.match(line) or line.lstrip().startswith("|") or _MD_LINKDEF.match(line):
+            if line.lstrip().startswith("|") or _MD_TABLE_SEP.match(line):
+                cur = []  # a table's header row came before its separator: drop it too
+            flush()
+            continue
+        line = _MD_QUOTE.sub("", line)
+        m = _MD_ITEM.match(line)
+        if m:
+            flush()
+            line = line[m.end() :]
+        cur.append(line)
+    flush()
+    return _join(paras, _md_inline)
+
+
+# -- reStructuredText -----------------------------------------------------------------------------
+
+RST_DROP_BODY = frozenset(
+    "code code-block sourcecode literalinclude highlight image figure toctree math raw include csv-table "
+    "list-table table tabularcolumns graphviz productionlist testcode testoutput testsetup testcleanup doctest "
+    "autosummary automodule autoclass autofunction index only ifconfig contents sectnum kernel-doc "
+    "kernel-feat kernel-abi kernel-include flat-table c:macro-dummy".split())
+_RST_ADORN = re.compile(r"^([=\-`:'\"~^_*+#<>.!$%&,/;?@\\|])\1{2,}\s*$")
+_RST_DIRECTIVE = re.compile(r"^(\s*)\.\.\s+([\w:.+-]+)::(.*)$")
+_RST_EXPLICIT = re.compile(r"^(\s*)\.\.(?:\s|$)")
+_RST_OPTION = re.compile(r"^\s*:[\w.+ -]+:(?:\s|$)")
+_RST_TABLE = re.compile(r"^\s*(?:\+[-=+]+\+|=+(?:\s+=+)+)\s*$")
+_RST_ITEM = re.compile(r"^\s*(?:[-*+•‣]|\d{1,9}[.)]|#\.|\(?[a-zA-Z0-9]\))\s+")
+_RST_LITERAL = re.compile(r"``(.+?)``")
+_RST_ROLE = re.compile(r":[\w:.+-]+:`([^`]*)`")
+_RST_REF = re.compile(r"`([^`]*?)\s*<[^<>`]*>`_{0,2}")
+_RST_INTERP = re.compile(r"`([^`]+)`_{0,2}")
+_RST_STRONG = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
+_RST_EM = re.compile(r"(?<![\w*])\*(?=[^\s*])([^*\n]+?)(?<=\S)\*(?![\w*])")
+_RST_FOOTNOTE = re.compile(r"\s?\[(?:#[\w-]*|\d+|\*)\]_")
+_RST_ESCAPE = re.compile(r"\\(.)")
+
+
+def _rst_role_text(m: re.Match) -> str:
+    t = m.group(1)
+    t = re.sub(r"\s*<[^<>]*>$", "", t) if t.rstrip().endswith(">") and "<" in t else t
+    if t.startswith("~"):  # Sphinx: show the last component only
+        t = t[1:].rsplit(".", 1)[-1]
+    return t.lstrip("!")
+
+
+def _rst_inline(s: str) -> str:
+    parts = _RST_LITERAL.split(s)  # [text, literal, text, ...]
+    out = []
+    for i, t in enumerate(parts):
+        if i % 2:
+            out.append(t)
+            continue
+        t = _RST_ROLE.sub(_rst_role_text, t)
+        t = _RST_REF.sub(r"\1", t)
+        t = _RST_INTERP.sub(r"\1", t)
+        t = _RST_STRONG.sub(r"\1", t)
+        t = _RST_EM.sub(r"\1", t)
+        t = _RST_FOOTNOTE.sub("", t)
+        out.append(_RST_ESCAPE.sub(r"\1", t))
+    return "".join(out)
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def rst_to_text(text: str) -> str:
+    """reStructuredText -> plain paragraphs (see the module docstring for what is dropped)."""
+    lines = text.expandtabs(8).splitlines()
+    paras: list[list[str]] = []
+    cur: list[str] = []
+    cur_indent = 0
+    skip_deeper: int | None = None  # skip blank lines and lines indented more than this
+    literal_after: int | None = None  # the last paragraph ended with '::' at this indent
+    drop_block = False  # inside a table or doctest block: drop until a blank line
+    in_options = False  # right after a kept directive: drop its ':option: value' lines
+
+    def flush():
+        nonlocal cur, literal_after
+        if cur:
+            last = cur[-1].rstrip()
+            if last.endswith("::"):
+                literal_after = cur_indent
+                cur[-1] = last[:-2].rstrip() + (":" if last[:-2].strip() and not last[:-2].endswith(" ") else "")
+                if not cur[-1].strip():
+                    cur.pop()
+            if cur:
+                paras.append(cur)
+            cur = []
+
+    for line in lines:
+        s = line.strip()
+        if skip_deeper is not None:
+            if not s or _indent(line) > skip_deeper:
+                continue
+            skip_deeper = None
+        if drop_block:
+            if s:
+                continue
+            drop_block = False
+        if not s:
+            flush()
+            continue
+        if literal_after is not None:
+            ind = _indent(line)
+            la, literal_after = literal_after, None
+            if ind > la:  # the literal block of a preceding '::'
+                skip_deeper = la
+                continue
+        if _RST_TABLE.match(line) or s.startswith(">>>"):
+            cur = []
+            drop_block = True
+            continue
+        if _RST_ADORN.match(line):  # over/underline: the line before it is a title
+            title = cur.pop() if cur else None
+            flush()
+            if title is not None:
+                paras.append([title])
+            continue
+        m = _RST_DIRECTIVE.match(line)
+        if m:
+            flush()
+            ind, name = len(m.group(1)), m.group(2).lower()
+            if name in RST_DROP_BODY or name.split(":")[-1] in RST_DROP_BODY:
+                skip_deeper = ind
+            else:  # keep the body (note, warning, function, ...), drop the signature/arguments
+                in_options = True
+            continue
+        if _RST_EXPLICIT.match(line):  # comment, target, footnote, substitution: drop with its body
+            flush()
+            skip_deeper = _indent(line)
+            continue
+        if in_options:
+            if _RST_OPTION.match(line) and not cur:
+                continue
+            in_options = False
+        if not cur:
+            cur_indent = _indent(line)
+        m = _RST_ITEM.match(line)
+        if m:
+            flush()
+            cur_indent = _indent(line)
+            line = line[m.end() :]
+        elif s.startswith("| "):  # line block
+            line = s[2:]
+        cur.append(line)
+    flush()
+    return _join(paras, _rst_inline)
+
+
+# -- man pages ------------------------------------------------------------------------------------
+
+_OVERSTRIKE = re.compile(r".\x08")
+_SGR = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_MAN_LOCALE = re.compile(r"/man/([a-z]{2,3}(?:_[A-Z]{2})?)(?:\.[\w-]+)?(?:@\w+)?/man[^/]*/[^/]+$")
+
+
+def man_lang(path: str) -> str | None:
+    """Language from a man page's locale directory (``.../man/zh_CN/man1/x.1.gz`` -> 'zh')."""
+    m = _MAN_LOCALE.search(path)
+    return normalise_lang(m.group(1)) if m else None
+
+
+def man_to_text(rendered: str) -> str:
+    """Output of ``man -Tutf8`` -> paragraphs (header/footer dropped, headings separate)."""
+    text = _SGR.sub("", _OVERSTRIKE.sub("", rendered))
+    lines = text.splitlines()
+    nonblank = [i for i, x in enumerate(lines) if x.strip()]
+    if len(nonblank) > 2:  # "LS(1)  User Commands  LS(1)" ... "GNU coreutils 9.1  2022  LS(1)"
+        lines = lines[nonblank[0] + 1 : nonblank[-1]]
+    paras: list[list[str]] = []
+    for block in _blocks(lines):
+        cur: list[str] = []
+        for line in block:
+            if _indent(line) == 0:  # section heading
+                if cur:
+                    paras.append(cur)
+                paras.append([line])
+                cur = []
+            else:
+                cur.append(line)
+        if cur:
+            paras.append(cur)
+    return _join(paras)
+
+
+def _read_man(path: str, lang: str | None, timeout_s: float) -> Iterator[Item]:
+    exe = shutil.which("man")
+    if exe is None:
+        raise SkipFile("man_unavailable", "no 'man' executable on PATH")
+    env = {**os.environ, "MANWIDTH": "80", "MAN_KEEP_FORMATTING": "", "GROFF_NO_SGR": "1"}
+    env.setdefault("LANG", "C.UTF-8")
+    try:
+        r = subprocess.run([exe, "--nh", "--nj", "-l", "-Tutf8", path], capture_output=True, timeout=timeout_s,
+                           env=env, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as e:
+        raise SkipFile("man_timeout", f"man ran over {timeout_s}s") from e
+    except OSError as e:
+        raise SkipFile("man_failed", f"{type(e).__name__}: {e}") from e
+    if r.returncode != 0:
+        raise SkipFile("man_failed", f"rc={r.returncode}: {r.stderr.decode('utf-8', 'replace')[-200:].strip()}")
+    try:
+        out = r.stdout.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SkipFile("bad_utf8", f"man output: invalid UTF-8 at byte {e.start}") from e
+    body = man_to_text(out)
+    if body.strip():
+        yield TextDoc(path, lang or man_lang(path) or guess_lang(body), body)
+
+
+# -- pairs: jsonl, TSV ------------------------------------------------------------------------------
+
+_PAIR_SUFFIX = re.compile(r"\.([A-Za-z]{2,3}(?:_[A-Za-z]{2,4})?)-([A-Za-z]{2,3}(?:_[A-Za-z]{2,4})?)$")
+
+
+def langs_from_name(path: str) -> tuple[str, str] | None:
+    """``name.en-zh_CN.tsv`` -> ('text', 'zh'); None when the name carries no pair."""
+    name = Path(path).name
+    for suf in (".gz", ".tsv", ".jsonl"):
+        if name.endswith(suf):
+            name = name[: -len(suf)]
+    m = _PAIR_SUFFIX.search(name)
+    if not m:
+        return None
+    try:
+        return normalise_lang(m.group(1)), normalise_lang(m.group(2))
+    except ValueError:
+        return None
+
+
+def _read_jsonl(path: str, text: str, lang: str | None, pair_langs) -> Iterator[Item]:
+    default = pair_langs or langs_from_name(path)
+    bad = no_langs = empty = 0
+    for i, line in enumerate(text.split("\n")):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            if not isinstance(rec, dict):
+                raise ValueError("not an object")
+        except ValueError:
+            bad += 1
+            continue
+        where = f"{path}#{i + 1}"
+        if isinstance(rec.get("src"), str) and isinstance(rec.get("tgt"), str):
+            src, tgt = rec["src"].strip(), rec["tgt"].strip()
+            if not src or not tgt:
+                empty += 1
+                continue
+            try:
+                sl = normalise_lang(rec["src_lang"]) if "src_lang" in rec else (default[0] if default else None)
+                tl = normalise_lang(rec["tgt_lang"]) if "tgt_lang" in rec else (default[1] if default else None)
+            except (ValueError, AttributeError):
+                sl = tl = None
+            if sl is None or tl is None:
+                no_langs += 1
+                continue
+            yield PairDoc(where, sl, tl, src, tgt)
+        elif isinstance(rec.get("text"), str):
+            body = plain_to_text(rec["text"])
+            if not body:
+                empty += 1
+                continue
+            try:
+                dl = normalise_lang(rec["lang"]) if isinstance(rec.get("lang"), str) else (lang or guess_lang(body))
+            except ValueError:
+                no_langs += 1
+                continue
+            yield TextDoc(where, dl, body)
+        else:
+            bad += 1
+    for reason, n in (("bad_record", bad), ("unknown_pair_langs", no_langs), ("empty_side", empty)):
+        if n:
+            yield Skip(path, reason, "jsonl lines need src+tgt (+langs) or text", n)
+
+
+def _read_tsv(path: str, text: str, pair_langs) -> Iterator[Item]:
+    langs = pair_langs or langs_from_name(path)
+    if langs is None:
+        raise SkipFile("unknown_pair_langs", "pass pair_langs or name the file NAME.SRC-TGT.tsv")
+    bad = 0
+    for i, line in enumerate(text.split("\n")):
+        if not line.strip():
+            continue
+        cols = line.split("\t")
+        if len(cols) < 2 or not cols[0].strip() or not cols[1].strip():
+            bad += 1
+            continue
+        yield PairDoc(f"{path}#{i + 1}", langs[0], langs[1], cols[0].strip(), cols[1].strip())
+    if bad:
+        yield Skip(path, "bad_row", "a TSV row needs two non-empty columns", bad)
+
+
+# -- gettext --------------------------------------------------------------------------------------
+
+# printf (C, with positions/flags/length modifiers, <inttypes.h> macros), Python %(name)s, and
+# {0} / {name} format fields; '%%' is a literal percent sign
+PLACEHOLDER = re.compile(
+    r"%%"
+    r"|%(?:\d+\$)?[-+ #0']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|Z|t|I64|I32)?[diouxXeEfFgGaAcCsSpnm]"
+    r"|%<PRI[a-zA-Z0-9]+>"
+    r"|%\([A-Za-z_][\w.-]*\)[-+ #0]*\d*(?:\.\d+)?[diouxXeEfFgGcrsa]"
+    r"|\{\d*\}|\{[A-Za-z_]\w*\}")
+_ACCEL_PAREN = re.compile(r"\s*[(（]\s*[_&][A-Za-z0-9]\s*[)）]")
+_ACCEL_US_INITIAL = re.compile(r"(?<!\w)_(?=[^\W_])")
+_ACCEL_US_INNER = re.compile(r"(?<=[^\W\d_])_(?=[^\W\d_])")
+_ACCEL_AMP = re.compile(r"&&|&(?!#?\w+;)(?=\w)")
+
+
+def normalise_message(s: str) -> str:
+    """A catalog string with its markup normalised, as DATA.md asks:
+
+    1. every placeholder (``%s``, ``%1$d``, ``%-5.2f``, ``%lu``, ``%m``, ``%<PRIu64>``, ``%(name)s``,
+       ``{0}``, ``{name}``) becomes ``%s``; ``%%`` becomes ``%``;
+    2. accelerators are removed: ``(_F)`` / ``(&F)`` after a label (CJK catalogs), a word-initial
+       ``_`` (``_File``, ``Save _As``), a single inner ``_`` between letters when the message has
+       exactly one ``_`` and the word is not all lowercase (``E_xit``, not ``file_name``), and ``&``
+       before a word character (``&Open``, ``Sa&ve``; ``&&`` -> ``&``; entities such as ``&amp;``
+       are kept);
+    3. surrounding whitespace is stripped.
+    """
+    s = PLACEHOLDER.sub(lambda m: "%" if m.group() == "%%" else "%s", s)
+    s = _ACCEL_PAREN.sub("", s)
+    if "_" in s:
+        if s.count("_") == 1:
+            m = _ACCEL_US_INNER.search(s)
+            if m:
+                w0 = re.search(r"\w*$", s[: m.start()]).group()
+                w1 = re.match(r"\w*", s[m.end() :]).group()
+                if not (w0 + w1).islower():
+                    s = s[: m.start()] + s[m.end() :]
+        s = _ACCEL_US_INITIAL.sub("", s)
+    if "&" in s:
+        s = _ACCEL_AMP.sub(lambda m: "&" if m.group() == "&&" else "", s)
+    return s.strip()
+
+
+def catalog_pairs(path: str, entries: Iterable[tuple[str, str]], src_lang: str, tgt_lang: str,
+                  min_src_words: int) -> Iterator[Item]:
+    """(msgid, msgstr) -> PairDocs (path ``file#index``) + aggregated skips per drop reason."""
+    dropped: dict[str, int] = {}
+    for i, (msgid, msgstr) in enumerate(entries):
+        if not msgid:  # the header entry
+            continue
+        src, tgt = normalise_message(msgid), normalise_message(msgstr)
+        reason = None
+        if not tgt:
+            reason = "empty_target"
+        elif src == tgt:
+            reason = "untranslated"
+        elif count_words(PLACEHOLDER.sub(" ", src.replace("%s", " "))) < min_src_words:
+            reason = "short_source"
+        if reason:
+            dropped[reason] = dropped.get(reason, 0) + 1
+            continue
+        yield PairDoc(f"{path}#{i}", src_lang, tgt_lang, src, tgt)
+    for reason, n in sorted(dropped.items()):
+        yield Skip(path, reason, f"catalog entries dropped (min_src_words={min_src_words})", n)
+
+
+_LOCALE_DIR = re.compile(r"(?:^|/)([a-z]{2,3}(?:_[A-Z]{2})?)(?:\.[\w-]+)?(?:@\w+)?/LC_MESSAGES/[^/]+$")
+_LOCALE_NAME = re.compile(r"([a-z]{2,3}(?:_[A-Z]{2})?)(?:\.[\w-]+)?(?:@\w+)?")
+
+
+def catalog_langs(path: str, header_language: str | None, pair_langs) -> tuple[str, str] | None:
+    if pair_langs:
+        return pair_langs
+    for cand in (header_language,):
+        if cand:
+            try:
+                return "text", normalise_lang(cand)
+            except ValueError:
+                pass
+    m = _LOCALE_DIR.search(path.replace(os.sep, "/"))
+    stem = Path(path).stem
+    code = m.group(1) if m else (stem if _LOCALE_NAME.fullmatch(stem) else None)
+    if code:
+        try:
+            return "text", normalise_lang(code)
+        except ValueError:
+            return None
+    return None
+
+
+def _mo_entries(catalog: dict) -> Iterator[tuple[str, str]]:
+    for k, v in catalog.items():
+        if isinstance(k, tuple):  # plural: (msgid, n) -> take form 0 only
+            if k[1] != 0:
+                continue
+            k = k[0]
+        if "\x04" in k:  # msgctxt \x04 msgid
+            k = k.split("\x04", 1)[1]
+        yield k, v
+
+
+def _read_mo(path: str, pair_langs, max_bytes: int, min_src_words: int) -> Iterator[Item]:
+    try:
+        size = os.path.getsize(path)
+        if size > max_bytes:
+            raise SkipFile("too_large", f"{size} bytes > max_bytes={max_bytes}")
+        with open(path, "rb") as f:
+            data = f.read(max_bytes + 1)
+    except OSError as e:
+        raise SkipFile("unreadable", f"{type(e).__name__}: {e}") from e
+    try:  # gettext reports a bad magic number as OSError(0, ...), a bad charset as LookupError
+        t = gettext.GNUTranslations(io.BytesIO(data))
+    except (OSError, ValueError, LookupError, UnicodeDecodeError, IndexError, KeyError, struct.error) as e:
+        raise SkipFile("bad_catalog", f"{type(e).__name__}: {e}") from e
+    langs = catalog_langs(path, t.info().get("language"), pair_langs)
+    if langs is None:
+        raise SkipFile("unknown_pair_langs", "no Language header, locale directory or pair_langs")
+    yield from catalog_pairs(path, _mo_entries(t._catalog), langs[0], langs[1], min_src_words)
+
+
+# .po: a small parser ----------------------------------------------------------------------------
+
+_PO_KEY = re.compile(r'^(msgctxt|msgid|msgid_plural|msgstr(?:\[(\d+)\])?)\s*"(.*)"\s*$')
+_PO_CONT = re.compile(r'^"(.*)"\s*$')
+_C_ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]{1,2}|[0-7]{1,3}|.)")
+_C_SIMPLE = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
+
+
+def _unescape(s: str) -> str:
+    def one(m: re.Match) -> str:
+        e = m.group(1)
+        if e[0] == "x":
+            return chr(int(e[1:], 16))
+        if e[0] in "01234567":
+            return chr(int(e, 8))
+        return _C_SIMPLE.get(e, e)
+
+    return _C_ESCAPE.sub(one, s) if "\\" in s else s
+
+
+@dataclass
+class PoEntry:
+    msgid: str = ""
+    msgid_plural: str | None = None
+    msgctxt: str | None = None
+    msgstr: dict | None = None  # plural index (0 for a singular msgstr) -> string
+    fuzzy: bool = False
+
+
+def parse_po(text: str, where: str = "<po>") -> Iterator[PoEntry]:
+    """Entries of a .po file, in order (obsolete ``#~`` entries are not returned).
+    Raises ValueError naming the line for anything that is not .po syntax."""
+    entry = PoEntry()
+    field: tuple[str, int] | None = None
+    started = False
+    for n, raw in enumerate(text.split("\n"), 1):
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            if started and entry.msgstr is not None:  # a comment after msgstr starts a new entry
+                yield entry
+                entry, field, started = PoEntry(), None, False
+            if line.startswith("#,") and "fuzzy" in [x.strip() for x in line[2:].split(",")]:
+                entry.fuzzy = True
+            continue
+        m = _PO_KEY.match(line)
+        if m:
+            key, idx, val = m.group(1), m.group(2), _unescape(m.group(3))
+            if key in ("msgctxt", "msgid") and entry.msgstr is not None:
+                yield entry
+                entry, started = PoEntry(), False
+            started = True
+            if key.startswith("msgstr"):
+                entry.msgstr = entry.msgstr or {}
+                i = int(idx) if idx is not None else 0
+                entry.msgstr[i] = val
+                field = ("msgstr", i)
+            else:
+                setattr(entry, key, val)
+                field = (key, -1)
+            continue
+        m = _PO_CONT.match(line)
+        if m and field is not None:
+            val = _unescape(m.group(1))
+            if field[0] == "msgstr":
+                entry.msgstr[field[1]] += val
+            else:
+                setattr(entry, field[0], (getattr(entry, field[0]) or "") + val)
+            continue
+        raise ValueError(f"{where}:{n}: not .po syntax (keyword, quoted continuation or comment): {raw[:80]!r}")
+    if started and entry.msgstr is not None:
+        yield entry
+
+
+def _po_header(entries: list[PoEntry]) -> dict:
+    for e in entries:
+        if e.msgid == "" and e.msgctxt is None and e.msgstr:
+            out = {}
+            for line in e.msgstr.get(0, "").split("\n"):
+                k, _, v = line.partition(":")
+                if v:
+                    out[k.strip().lower()] = v.strip()
+            return out
+    return {}
+
+
+def _read_po(path: str, pair_langs, max_bytes: int, min_src_words: int) -> Iterator[Item]:
+    try:
+        size = os.path.getsize(path)
+        if size > max_bytes:
+            raise SkipFile("too_large", f"{size} bytes > max_bytes={max_bytes}")
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rb") as f:
+            data = f.read(max_bytes + 1)
+    except (OSError, EOFError) as e:
+        raise SkipFile("unreadable", f"{type(e).__name__}: {e}") from e
+    if len(data) > max_bytes:
+        raise SkipFile("too_large", f"> max_bytes={max_bytes} after decompression")
+    m = re.search(rb"charset=([A-Za-z0-9_.:-]+)", data[:4096])
+    charset = m.group(1).decode("ascii") if m else "utf-8"
+    if charset.upper() == "CHARSET":  # the template's placeholder
+        charset = "utf-8"
+    try:
+        codecs.lookup(charset)
+        text = data.decode(charset)
+    except (LookupError, UnicodeDecodeError) as e:
+        raise SkipFile("bad_catalog", f"charset {charset!r}: {type(e).__name__}") from e
+    try:
+        entries = list(parse_po(text.replace("\r\n", "\n"), path))
+    except ValueError as e:
+        raise SkipFile("bad_catalog", str(e)) from e
+    langs = catalog_langs(path, _po_header(entries).get("language"), pair_langs)
+    if langs is None:
+        raise SkipFile("unknown_pair_langs", "no Language header, locale directory, locale file name or pair_langs")
+    fuzzy = sum(1 for e in entries if e.fuzzy and e.msgid)
+    pairs = [(e.msgid, (e.msgstr or {}).get(0, "")) for e in entries if not e.fuzzy or not e.msgid]
+    yield from catalog_pairs(path, pairs, langs[0], langs[1], min_src_words)
+    if fuzzy:
+        yield Skip(path, "fuzzy", "fuzzy entries are not reviewed translations", fuzzy)

@@ -1,0 +1,416 @@
+"""Text readers: Markdown/rst/plain clean-up, man pages, gettext catalogs (this machine's .mo files
+and a .po/.mo written here), jsonl/TSV pairs, and every input accounted for."""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import importlib.util
+import json
+import os
+import shutil
+import struct
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from codept import tokenizer as ctok
+from codept.data.sources import stdlib_files
+from codept.text import readers
+from codept.text.build import build_doc
+from codept.text.readers import (PLACEHOLDER, PairDoc, Skip, TextDoc, discover, markdown_to_text, normalise_message,
+                                 parse_po, read_file, read_sources, rst_to_text)
+from codept.text.segment import count_words
+from codept.text.view import PairView, TextView
+
+
+needs_jieba = pytest.mark.skipif(importlib.util.find_spec("jieba") is None,
+                                 reason="jieba not installed (a dependency of codept.text: Chinese word boundaries)")
+
+
+@pytest.fixture(scope="module")
+def tok(tmp_path_factory):
+    d = tmp_path_factory.mktemp("texttok")
+    extra = d / "mixed.txt"
+    extra.write_text("打印版本信息并退出。无法定位软件包。Print version information and exit.\n", encoding="utf-8")
+    ctok.train_tokenizer(stdlib_files()[:20] + [extra], d / "tok", vocab_size=2000)
+    return ctok.load_tokenizer(d / "tok")
+
+
+def docs_of(items):
+    return [i for i in items if not isinstance(i, Skip)]
+
+
+def skips_of(items):
+    return {s.reason: s.count for s in items if isinstance(s, Skip)}
+
+
+# -- markup -----------------------------------------------------------------------------------------
+
+MD = """---
+title: front matter
+---
+# The `path` module
+
+<!-- YAML
+added: v0.1
+-->
+
+The [`path.win32`][] property gives **Windows** paths; see [the docs](https://x.y/z) and
+![a diagram](d.png). It is *very* useful, e.g. for tests.
+
+```js
+const path = require('node:path');
+```
+
+| col | col |
+|-----|-----|
+| a   | b   |
+
+Setext title
+------------
+
+* `path` {string}
+* `suffix` {string} An optional suffix.
+
+> Stability: 2 - Stable
+
+[`path.win32`]: #path_win32
+"""
+
+
+def test_markdown_to_text():
+    t = markdown_to_text(MD)
+    assert t.split("\n\n") == [
+        "The path module",
+        "The path.win32 property gives Windows paths; see the docs and a diagram. It is very useful, e.g. for tests.",
+        "Setext title",
+        "path {string}",
+        "suffix {string} An optional suffix.",
+        "Stability: 2 - Stable",
+    ]
+
+
+RST = """
+.. _target:
+
+=======================
+:mod:`json` --- JSON
+=======================
+
+.. module:: json
+   :synopsis: Encode and decode.
+
+`JSON <https://json.org>`_, specified by :rfc:`7159`, is a format. See
+``json.dumps`` [#]_ and :func:`~json.loads`.
+
+Example::
+
+    >>> import json
+
+.. note::
+   :class: small
+
+   A note with *emphasis*.
+
+.. code-block:: python
+
+   x = 1
+
+=====  =====
+A      B
+=====  =====
+
+>>> 1 + 1
+2
+
+- item one
+- item two
+
+Last paragraph.
+"""
+
+
+def test_rst_to_text():
+    assert rst_to_text(RST).split("\n\n") == [
+        "json --- JSON",
+        "JSON, specified by 7159, is a format. See json.dumps and loads.",
+        "Example:",
+        "A note with emphasis.",
+        "item one",
+        "item two",
+        "Last paragraph.",
+    ]
+
+
+def test_plain_and_cjk_reflow(tmp_path):
+    p = tmp_path / "a.txt"
+    p.write_text("First line\nsecond line.\n\n\n  中文第一行\n第二行。\n")
+    (doc,) = read_file(p)
+    assert doc.text == "First line second line.\n\n中文第一行第二行。" and doc.lang == "text"
+    z = tmp_path / "z.txt"
+    z.write_text("中文第一行\n第二行。\n")
+    assert read_file(z).__next__().lang == "zh"
+
+
+# -- man pages --------------------------------------------------------------------------------------
+
+
+def test_man_page_real():
+    if shutil.which("man") is None:
+        pytest.skip("no 'man' executable")
+    pages = [p for p in ("/usr/share/man/man1/ls.1.gz", "/usr/share/man/man1/cp.1.gz") if os.path.exists(p)]
+    pages = pages or sorted(glob.glob("/usr/share/man/man1/*.1*"))[:2]
+    if not pages:
+        pytest.skip("no man pages in /usr/share/man/man1")
+    for p in pages:
+        (doc,) = read_file(p)
+        assert isinstance(doc, TextDoc) and doc.lang == "text", doc
+        paras = doc.text.split("\n\n")
+        assert paras[0] == "NAME" and "SYNOPSIS" in paras and "\x08" not in doc.text
+        assert not any("User Commands" in x for x in paras[:1])  # the header line is gone
+    zh = sorted(glob.glob("/usr/share/man/zh_CN/man1/*.1*"))[:1]
+    for p in zh:
+        (doc,) = read_file(p)
+        assert doc.lang == "zh"
+
+
+def test_man_unavailable(monkeypatch, tmp_path):
+    p = tmp_path / "x.1"
+    p.write_text(".TH X 1\n.SH NAME\nx \\- test\n")
+    monkeypatch.setattr(readers.shutil, "which", lambda name: None)
+    assert list(read_file(p)) == [Skip(str(p), "man_unavailable", "no 'man' executable on PATH")]
+
+
+# -- gettext ----------------------------------------------------------------------------------------
+
+
+def write_mo(path: Path, entries: dict[str, str]) -> None:
+    """A GNU .mo file (little endian, no hash table) from msgid -> msgstr."""
+    keys = sorted(k.encode() for k in entries)
+    vals = [entries[k.decode()].encode() for k in keys]
+    n = len(keys)
+    o, t = 28, 28 + 8 * n
+    base = t + 8 * n
+    ids = b"".join(k + b"\0" for k in keys)
+    strs = b"".join(v + b"\0" for v in vals)
+    table, off = [], 0
+    for k in keys:
+        table += [len(k), base + off]
+        off += len(k) + 1
+    vtable, off = [], 0
+    for v in vals:
+        vtable += [len(v), base + len(ids) + off]
+        off += len(v) + 1
+    path.write_bytes(struct.pack("<7I", 0x950412DE, 0, n, o, t, 0, 0) + struct.pack(f"<{2 * n}I", *table)
+                     + struct.pack(f"<{2 * n}I", *vtable) + ids + strs)
+
+
+PO = r'''# Translation of demo.
+msgid ""
+msgstr ""
+"Content-Type: text/plain; charset=UTF-8\n"
+"Language: zh_CN\n"
+"Plural-Forms: nplurals=1; plural=0;\n"
+
+#: src/main.c:10
+#, c-format
+msgid "Unable to locate package %s"
+msgstr "无法定位软件包 %s"
+
+msgid "_Open"
+msgstr "打开(_O)"
+
+#, fuzzy
+msgid "This translation is not reviewed yet"
+msgstr "此翻译尚未审核"
+
+msgctxt "menu"
+msgid "Save the _current file to disk"
+msgstr "将当前文件保存到磁盘(_C)"
+
+msgid "Removed %1$d of %2$lu files from \"%(dir)s\""
+msgid_plural "Removed %1$d of %2$lu files"
+msgstr[0] "已从“%(dir)s”删除 %2$lu 个文件中的 %1$d 个"
+
+msgid ""
+"Print version information "
+"and exit.\n"
+msgstr ""
+"打印版本信息并退出。\n"
+
+msgid "Same text in both"
+msgstr "Same text in both"
+
+msgid "No translation here at all"
+msgstr ""
+
+#~ msgid "An obsolete entry with words"
+#~ msgstr "过时"
+'''
+
+
+@needs_jieba
+def test_po_catalog(tmp_path, tok):
+    p = tmp_path / "demo.po"
+    p.write_text(PO, encoding="utf-8")
+    items = list(read_file(p))
+    pairs = {d.src: d.tgt for d in docs_of(items)}
+    assert pairs == {
+        "Unable to locate package %s": "无法定位软件包 %s",
+        "Save the current file to disk": "将当前文件保存到磁盘",
+        'Removed %s of %s files from "%s"': "已从“%s”删除 %s 个文件中的 %s 个",
+        "Print version information and exit.": "打印版本信息并退出。",
+    }
+    assert {(d.src_lang, d.tgt_lang) for d in docs_of(items)} == {("text", "zh")}
+    assert skips_of(items) == {"short_source": 1, "untranslated": 1, "empty_target": 1, "fuzzy": 1}
+    views = [build_doc(d, tok) for d in docs_of(items)]
+    for v in views:
+        assert isinstance(v, PairView)
+        v.src.validate()
+        v.tgt.validate()
+
+
+def test_po_syntax_error_is_a_skip(tmp_path):
+    p = tmp_path / "bad.po"
+    p.write_text('msgid "a"\nmsgstr "b"\nthis is not po\n')
+    (s,) = read_file(p, pair_langs=("en", "de"))
+    assert s.reason == "bad_catalog" and "bad.po:3" in s.detail
+
+
+def test_mo_written_here(tmp_path, tok):
+    d = tmp_path / "locale" / "de" / "LC_MESSAGES"
+    d.mkdir(parents=True)
+    p = d / "demo.mo"
+    write_mo(p, {"": "Content-Type: text/plain; charset=UTF-8\n",
+                 "Print version information and exit": "Versionsinformation anzeigen und beenden",
+                 "&Open the selected file": "Ausgewählte Datei &öffnen",
+                 "Quit": "Beenden",
+                 "menu\x04Close all open windows": "Alle offenen Fenster schließen"})
+    items = list(read_file(p))
+    assert {(x.src, x.tgt, x.tgt_lang) for x in docs_of(items)} == {
+        ("Print version information and exit", "Versionsinformation anzeigen und beenden", "de"),
+        ("Open the selected file", "Ausgewählte Datei öffnen", "de"),
+        ("Close all open windows", "Alle offenen Fenster schließen", "de"),
+    }
+    assert skips_of(items) == {"short_source": 1}
+    for x in docs_of(items):
+        build_doc(x, tok).tgt.validate()
+
+
+@needs_jieba
+def test_system_catalogs(tok):
+    zh = sorted(glob.glob("/usr/share/locale/zh_CN/LC_MESSAGES/*.mo"))
+    de = sorted(glob.glob("/usr/share/locale/de/LC_MESSAGES/*.mo"))
+    files = zh[:4] + de[:2]
+    if not files:
+        pytest.skip("no gettext catalogs under /usr/share/locale/{zh_CN,de}/LC_MESSAGES")
+    pairs: list[PairDoc] = []
+    for f in files:
+        items = list(read_file(f))
+        assert items and all(i.path.startswith(f) for i in items)  # the file is accounted for
+        pairs += docs_of(items)
+    assert len(pairs) >= 20
+    for x in pairs:
+        assert x.src_lang == "text" and x.tgt_lang in ("zh", "de")
+        assert count_words(x.src.replace("%s", " ")) >= 3
+        assert set(PLACEHOLDER.findall(x.src)) <= {"%s"}, x.src  # normalised placeholders only
+        assert x.src == x.src.strip() and x.tgt
+    zh_pairs = [x for x in pairs if x.tgt_lang == "zh"][:40]
+    for x in zh_pairs:
+        v = build_doc(x, tok)
+        v.src.validate()
+        v.tgt.validate()
+        assert v.tgt.n_words >= 1
+
+
+@pytest.mark.parametrize("msg,want", [
+    ("_Open", "Open"),
+    ("Save _As…", "Save As…"),
+    ("E_xit the program", "Exit the program"),
+    ("Use the file_name option", "Use the file_name option"),
+    ("&Open and R&D &amp; more", "Open and RD &amp; more"),
+    ("Tom && Jerry", "Tom & Jerry"),
+    ("打开(_O)", "打开"),
+    ("%d%% done in %.2f s, %-5s %lld %<PRIu64> %(name)s {0} {count}", "%s% done in %s s, %s %s %s %s %s %s"),
+])
+def test_normalise_message(msg, want):
+    assert normalise_message(msg) == want
+
+
+def test_parse_po_entries():
+    es = list(parse_po(PO))
+    assert [e.msgid for e in es][:3] == ["", "Unable to locate package %s", "_Open"]
+    assert [e.fuzzy for e in es].count(True) == 1
+    assert not any("obsolete" in e.msgid for e in es)
+    (plural,) = [e for e in es if e.msgid_plural]
+    assert plural.msgstr[0].startswith("已从")
+    (ctx,) = [e for e in es if e.msgctxt]
+    assert ctx.msgctxt == "menu"
+
+
+# -- jsonl / TSV ------------------------------------------------------------------------------------
+
+
+def test_jsonl_and_tsv_pairs(tmp_path):
+    j = tmp_path / "pairs.en-zh_CN.jsonl"
+    j.write_text("\n".join([
+        json.dumps({"src": "Hello world", "tgt": "你好，世界"}),
+        json.dumps({"src": "Guten Tag", "tgt": "Good day", "src_lang": "de", "tgt_lang": "en"}),
+        json.dumps({"text": "A document line.\n\nSecond paragraph.", "lang": "en"}),
+        "not json",
+        json.dumps({"src": "", "tgt": "x"}),
+    ]) + "\n")
+    items = list(read_file(j))
+    d = docs_of(items)
+    assert d[0] == PairDoc(f"{j}#1", "text", "zh", "Hello world", "你好，世界")
+    assert d[1] == PairDoc(f"{j}#2", "de", "text", "Guten Tag", "Good day")
+    assert d[2] == TextDoc(f"{j}#3", "text", "A document line.\n\nSecond paragraph.")
+    assert skips_of(items) == {"bad_record": 1, "empty_side": 1}
+
+    t = tmp_path / "pairs.tsv"
+    t.write_text("Hello world\tHallo Welt\nonly one column\n\tempty\n")
+    assert list(read_file(t)) == [Skip(str(t), "unknown_pair_langs",
+                                       "pass pair_langs or name the file NAME.SRC-TGT.tsv")]
+    items = list(read_file(t, pair_langs=("en", "de")))
+    assert docs_of(items) == [PairDoc(f"{t}#1", "text", "de", "Hello world", "Hallo Welt")]
+    assert skips_of(items) == {"bad_row": 2}
+
+
+# -- accounting -------------------------------------------------------------------------------------
+
+
+def test_every_input_accounted_for(tmp_path, tok):
+    root = tmp_path / "corpus"
+    (root / "sub").mkdir(parents=True)
+    (root / "good.md").write_text("# Title\n\nSome text here. More text.\n")
+    (root / "good.rst").write_text("Title\n=====\n\nBody text.\n")
+    (root / "notes.txt.gz").write_bytes(gzip.compress("Compressed notes. Fine.\n".encode()))
+    (root / "binary.txt").write_bytes(b"\x00\x01" * 50)
+    (root / "bad.md").write_bytes(b"caf\xe9\n")
+    (root / "empty.rst").write_text("")
+    (root / "only_code.md").write_text("```\ncode\n```\n")
+    (root / "data.xyz").write_text("?")
+    (root / "broken.mo").write_bytes(b"not a catalog")
+    (root / "sub" / "nolang.po").write_text('msgid "Hello there friend"\nmsgstr "x"\n')
+    (root / "huge.txt").write_text("word " * 300)
+    os.symlink(root / "missing", root / "dangling.txt")
+    items = list(read_sources([root, tmp_path / "nope"], max_bytes=1000))
+    by = {}
+    for i in items:
+        by.setdefault(Path(i.path).name.split("#")[0], []).append(i)
+    reasons = {k: [x.reason for x in v if isinstance(x, Skip)] for k, v in by.items()}
+    assert reasons == {
+        "good.md": [], "good.rst": [], "notes.txt.gz": [],
+        "binary.txt": ["binary"], "bad.md": ["bad_utf8"], "empty.rst": ["empty"],
+        "only_code.md": ["no_documents"], "data.xyz": ["unknown_format"], "broken.mo": ["bad_catalog"],
+        "nolang.po": ["unknown_pair_langs"], "huge.txt": ["too_large"], "dangling.txt": ["broken_symlink"],
+        "nope": ["not_found"],
+    }
+    files, skips = discover([root])
+    assert len(files) + len(skips) == 12
+    views = [build_doc(d, tok) for d in docs_of(items)]
+    assert [type(v) for v in views] == [TextView] * 3
+    assert views[0].lang == "text" and all(len(v.sentences) >= 1 for v in views)
+    assert Counter(type(i).__name__ for i in items) == Counter({"Skip": 10, "TextDoc": 3})
