@@ -1,0 +1,257 @@
+"""Input records: every source a corpus can come in -> one stream of ``Record`` | ``Skip``.
+
+A *source* (one command-line argument of ``codept prepare``) is one of:
+
+- a file or a directory of source files (``codept.data.sources.discover``; language from the
+  extension in ``grammars/*/language.toml``);
+- a glob pattern (``src/**/*.py``; ``**`` recurses), expanded in sorted order, each match handled as
+  below;
+- a ``.jsonl`` / ``.jsonl.gz`` file, one JSON object per line with ``content`` and ``lang`` (and
+  optionally ``path``);
+- a ``.parquet`` file with the same columns;
+- a Hugging Face dataset saved with ``save_to_disk`` (a directory holding ``dataset_info.json`` /
+  ``state.json``, or ``dataset_dict.json`` for several splits), same columns.
+
+Algorithm:
+1. Resolve each source, in the order given: a glob expands to its sorted matches; a data file
+   (``.jsonl``, ``.jsonl.gz``, ``.parquet``) or a saved HF dataset is read as rows; anything else goes
+   to ``discover``. Data files found while walking a directory are NOT read as rows (a repository may
+   hold ``.jsonl`` fixtures): name them or glob them.
+2. A row's language is ``canonical_language(lang)`` (names and aliases, case-insensitive, e.g.
+   ``Python``, ``py``, ``golang``, ``node``); with no ``lang`` value, the extension of its ``path``.
+   A language without a grammar (``c#``, ``TypeScript``) is a skip ``unknown_language``.
+3. Every input comes out exactly once, in input order, as a ``Record`` (to view) or a ``Skip``
+   (``origin``, ``reason``, ``detail``). Reasons: those of ``discover`` (``unknown_language``,
+   ``not_found``, ``symlinked_directory``, ...), ``bad_record`` (a line that is not a JSON object, a
+   missing or non-text ``content``), ``bad_file`` (a data file that cannot be read or decoded at all:
+   the detail names how many rows were already yielded), ``unreadable``.
+4. ``record_text(record, max_bytes)`` applies the file-level filters of ``codept.data.sources``
+   (too_large, binary, bad_utf8, empty) to any record, raising ``SkipFile``, so rows and files are
+   filtered by one rule.
+
+Origins (stable, unique per input; usable as manifest keys and for hash sharding):
+``file:<path>``, ``jsonl:<file>#<line>`` (1-based line), ``parquet:<file>#<row>`` (0-based),
+``hf:<dir>#<row>`` or ``hf:<dir>:<split>#<row>`` (0-based, splits in sorted order). A row without a
+``path`` gets its origin as path.
+
+Cost: streaming. jsonl is read a line at a time, parquet a batch of ``BATCH_ROWS`` rows at a time
+(one row group is decoded at once by pyarrow), a saved HF dataset is memory-mapped Arrow read in
+batches; file records carry no content (``record_text`` reads the file when asked). Memory is
+bounded by the largest row batch, not the corpus.
+Not covered: ``.json`` arrays, CSV/TSV, remote datasets (``datasets.load_dataset`` from the Hub),
+column names other than ``content``/``lang``/``path``, archives (``.tar``/``.zip``).
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import gzip
+import json
+import os
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from codept.data.sources import DEFAULT_MAX_BYTES, decode_source, discover, read_source
+from codept.structure.grammar import SkipFile, available_languages, language_for_path
+
+BATCH_ROWS = 1024
+DATA_SUFFIXES = (".jsonl", ".jsonl.gz", ".parquet")
+GLOB_CHARS = set("*?[")
+
+# Lower-case alias -> language folder name. Only targets that have a grammar are ever returned
+# (canonical_language checks), so an alias for a language not installed is simply unknown.
+LANGUAGE_ALIASES = {
+    "py": "python", "python3": "python", "py3": "python",
+    "js": "javascript", "node": "javascript", "nodejs": "javascript", "ecmascript": "javascript",
+    "jsx": "javascript", "mjs": "javascript", "cjs": "javascript",
+    "golang": "go",
+    "rb": "ruby",
+    "php3": "php", "php4": "php", "php5": "php", "php7": "php", "php8": "php",
+}
+
+
+@dataclass(frozen=True)
+class Record:
+    """One input to view. ``content`` is None for a file (read by ``record_text``), else the row's
+    text (str) or raw bytes (a binary parquet/Arrow column)."""
+
+    path: str
+    lang: str
+    content: str | bytes | None
+    origin: str
+
+
+@dataclass(frozen=True)
+class Skip:
+    """One input that will not be viewed, and why (``reason`` is a short stable manifest key)."""
+
+    origin: str
+    reason: str
+    detail: str = ""
+    path: str = ""
+
+
+@functools.lru_cache(maxsize=1)
+def _languages() -> frozenset[str]:
+    return frozenset(available_languages())  # cached like grammar.extension_map: one glob, not one per row
+
+
+def canonical_language(name: object) -> str | None:
+    """``"Python"``, ``"py"``, ``"golang"`` -> a language with a grammar, or None."""
+    if not isinstance(name, str):
+        return None
+    key = name.strip().lower()
+    langs = _languages()
+    if key in langs:
+        return key
+    alias = LANGUAGE_ALIASES.get(key)
+    return alias if alias in langs else None
+
+
+def iter_records(sources: Iterable[str | os.PathLike]) -> Iterator[Record | Skip]:
+    """Every input of ``sources`` exactly once, in order: a Record to view or a Skip with a reason."""
+    for src in sources:
+        src = str(src)
+        if not os.path.lexists(src) and GLOB_CHARS & set(src):
+            matches = sorted(glob.glob(src, recursive=True))
+            if not matches:
+                yield Skip(f"glob:{src}", "not_found", "glob pattern matched nothing", src)
+            for m in matches:
+                yield from _one_source(m)
+        else:
+            yield from _one_source(src)
+
+
+def _one_source(src: str) -> Iterator[Record | Skip]:
+    p = Path(src)
+    if p.is_file() and src.lower().endswith((".jsonl", ".jsonl.gz")):
+        yield from _iter_jsonl(p)
+    elif p.is_file() and src.lower().endswith(".parquet"):
+        yield from _iter_parquet(p)
+    elif p.is_dir() and is_hf_dataset_dir(p):
+        yield from _iter_hf(p)
+    else:
+        files, skipped = discover([src])
+        rows: list[Record | Skip] = [Record(f, lang, None, f"file:{f}") for f, lang in files]
+        rows += [Skip(f"file:{f}", reason, "", f) for f, reason in skipped]
+        yield from sorted(rows, key=lambda r: r.origin)
+
+
+def is_hf_dataset_dir(p: Path) -> bool:
+    return any((p / n).is_file() for n in ("dataset_info.json", "state.json", "dataset_dict.json"))
+
+
+def _row(origin: str, row: object) -> Record | Skip:
+    """A decoded row (dict) -> Record, or Skip naming the field and the rule it broke."""
+    if not isinstance(row, dict):
+        return Skip(origin, "bad_record", f"expected a JSON object, got {type(row).__name__}", origin)
+    path = row.get("path")
+    path = path if isinstance(path, str) and path else origin
+    content = row.get("content")
+    if not isinstance(content, (str, bytes)):
+        got = "missing" if "content" not in row else type(content).__name__
+        return Skip(origin, "bad_record", f"'content' must be a string, got {got}", path)
+    raw = row.get("lang")
+    if raw is None or raw == "":
+        if path == origin:
+            return Skip(origin, "bad_record", "no 'lang' field and no 'path' to take the language from", path)
+        lang = language_for_path(path)
+        if lang is None:
+            return Skip(origin, "unknown_language", f"no 'lang' field and {path!r} has no grammar's extension", path)
+    else:
+        lang = canonical_language(raw)
+        if lang is None:
+            return Skip(origin, "unknown_language", f"lang={raw!r} is not one of {sorted(_languages())} "
+                        "or their aliases", path)
+    return Record(path, lang, content, origin)
+
+
+def _iter_jsonl(p: Path) -> Iterator[Record | Skip]:
+    opener = gzip.open if p.name.lower().endswith(".gz") else open
+    line_no = 0
+    try:
+        with opener(p, "rb") as f:
+            for line_no, line in enumerate(f, 1):
+                if not line.strip():
+                    continue  # blank lines (a trailing newline, padding) are not rows
+                origin = f"jsonl:{p}#{line_no}"
+                try:
+                    row = json.loads(line)
+                except (ValueError, RecursionError) as e:  # JSONDecodeError and UnicodeDecodeError
+                    yield Skip(origin, "bad_record", f"line {line_no} is not JSON: {str(e)[:120]}", origin)
+                    continue
+                yield _row(origin, row)
+    except (OSError, EOFError, zlib.error) as e:  # unreadable file, truncated or corrupt gzip
+        yield Skip(f"jsonl:{p}", "bad_file" if line_no else "unreadable",
+                   f"{type(e).__name__} after line {line_no}: {e}", str(p))
+
+
+def _iter_parquet(p: Path) -> Iterator[Record | Skip]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = 0
+    try:
+        pf = pq.ParquetFile(p)
+        names = set(pf.schema_arrow.names)
+        if "content" not in names:
+            yield Skip(f"parquet:{p}", "bad_file", f"no 'content' column (columns: {sorted(names)}); "
+                       f"{pf.metadata.num_rows} rows not read", str(p))
+            return
+        cols = [c for c in ("content", "lang", "path") if c in names]
+        for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=cols):
+            for row in batch.to_pylist():
+                yield _row(f"parquet:{p}#{n}", row)
+                n += 1
+    except (OSError, pa.ArrowException) as e:
+        yield Skip(f"parquet:{p}", "bad_file" if n else "unreadable",
+                   f"{type(e).__name__} after {n} rows: {e}", str(p))
+
+
+def _iter_hf(p: Path) -> Iterator[Record | Skip]:
+    import datasets
+
+    try:
+        ds = datasets.load_from_disk(str(p))
+    except Exception as e:  # datasets raises many types for a damaged folder
+        yield Skip(f"hf:{p}", "unreadable", f"{type(e).__name__}: {e}", str(p))
+        return
+    splits = [(f"hf:{p}:{k}", ds[k]) for k in sorted(ds)] if isinstance(ds, datasets.DatasetDict) \
+        else [(f"hf:{p}", ds)]
+    for prefix, d in splits:
+        if "content" not in d.column_names:
+            yield Skip(prefix, "bad_file", f"no 'content' column (columns: {d.column_names}); "
+                       f"{len(d)} rows not read", str(p))
+            continue
+        d = d.select_columns([c for c in ("content", "lang", "path") if c in d.column_names])
+        n = 0
+        for batch in d.iter(batch_size=BATCH_ROWS):
+            keys = list(batch)
+            for values in zip(*(batch[k] for k in keys)):
+                yield _row(f"{prefix}#{n}", dict(zip(keys, values)))
+                n += 1
+
+
+def record_text(rec: Record, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+    """The record's text after the file-level filters; raises SkipFile(reason) like read_source."""
+    if rec.content is None:
+        return read_source(rec.path, max_bytes)
+    if isinstance(rec.content, bytes):
+        return decode_source(rec.content, max_bytes)
+    text = rec.content
+    if len(text) > max_bytes:  # cheap bound first: a char is at least one byte
+        raise SkipFile("too_large", f"{len(text)} chars > max_bytes={max_bytes}")
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as e:  # lone surrogates, e.g. a JSON "\ud800" escape
+        raise SkipFile("bad_utf8", f"unencodable code point at char {e.start}") from e
+    if size > max_bytes:
+        raise SkipFile("too_large", f"{size} bytes > max_bytes={max_bytes}")
+    if "\0" in text[:8192]:
+        raise SkipFile("binary", "NUL character in the first 8 KiB")
+    if not text.strip():
+        raise SkipFile("empty")
+    return text
