@@ -81,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
 
     pp = sub.add_parser("prepare", help="build views of a corpus and print a summary")
-    pp.add_argument("sources", nargs="*", help="files/directories (default: this interpreter's stdlib)")
+    pp.add_argument("sources", nargs="*", help="files, directories, globs, .jsonl/.parquet files with content+lang "
+                    "columns, or saved HF datasets (default: this interpreter's stdlib)")
     pp.add_argument("--out", type=Path, help="output folder (default: a cache folder keyed by content hash)")
     pp.add_argument("--tokenizer", type=Path, help="tokenizer folder (default: BPE trained on the stdlib, cached)")
     pp.add_argument("--workers", type=int, default=0, help="worker processes (default: all cores)")
@@ -89,6 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--timeout", type=float, default=20.0, help="seconds per file before it is skipped")
     pp.add_argument("--max-depth", type=int, default=1500, help="skip files whose syntax tree is deeper")
     pp.add_argument("--force", action="store_true", help="rebuild even when the cache is complete")
+    pp.add_argument("--no-redact", action="store_true", help="keep secrets/PII (default: redact them)")
+    pp.add_argument("--no-dedup", action="store_true", help="keep exact duplicates (default: drop them)")
+    pp.add_argument("--near-dedup", type=float, default=0.0, metavar="JACCARD",
+                    help="drop near-duplicates above this MinHash Jaccard similarity, e.g. 0.85 (default: off)")
     pp.add_argument("--num-shards", type=int, default=1, help="machines sharing the corpus (stable path hash)")
     pp.add_argument("--shard-index", type=int, default=0, help="which of --num-shards this machine prepares")
     pp.set_defaults(fn=_cmd_prepare)

@@ -5,7 +5,8 @@ Parsing untrusted code can hang (pathological grammars states, giant files) or c
 
 1. ``workers`` processes are started with the ``spawn`` method (``fork`` after the Rust tokenizer
    has started threads can deadlock); each runs ``init(*init_args)`` once, then serves items.
-2. The parent sends one item at a time to each idle worker and waits on all pipes at once.
+2. The parent pulls items lazily from the iterable, sends one at a time to each idle worker and
+   waits on all pipes at once (memory: only in-flight items, never the whole input).
 3. A worker that exceeds ``timeout`` seconds on an item is killed (SIGKILL) and replaced; a worker
    that dies (segfault, OOM kill) is replaced. Either way the item is reported as failed with a
    reason (``timeout`` / ``worker_crash``), never lost and never retried.
@@ -67,16 +68,19 @@ def isolated_map(
     """Yield (index, ok, result-or-(reason, detail)) for every item. `fn(state, item)` must be a
     module-level function; `state` is what `init(*init_args)` returned in that worker."""
     ctx = mp.get_context("spawn")
-    todo = list(enumerate(items))
-    todo.reverse()  # pop() from the end = original order
-    pool = [_Worker(ctx, init, init_args, fn) for _ in range(max(1, min(workers, len(todo))))]
+    todo = enumerate(items)  # pulled lazily: only `workers` items are in flight at any time
+    nxt = next(todo, None)
+    if nxt is None:
+        return
+    pool = [_Worker(ctx, init, init_args, fn) for _ in range(max(1, workers))]
     try:
-        while todo or any(w.task is not None for w in pool):
+        while nxt is not None or any(w.task is not None for w in pool):
             for w in pool:
-                if w.task is None and todo:
-                    idx, item = todo.pop()
+                if w.task is None and nxt is not None:
+                    idx, item = nxt
                     w.conn.send((idx, item))
                     w.task, w.started = idx, time.monotonic()
+                    nxt = next(todo, None)
             busy = [w for w in pool if w.task is not None]
             ready = wait([w.conn for w in busy], timeout=0.5)
             now = time.monotonic()

@@ -1,19 +1,29 @@
-"""``codept prepare``: a corpus -> CodeViews on disk (Arrow shards) + a manifest of every input.
+"""``codept prepare``: a corpus -> CodeViews on disk (a Hugging Face dataset) + a manifest of every input.
 
-1. Discover inputs (codept.data.sources): files with a grammar's extension; everything else is a
-   recorded skip. With no sources, the running interpreter's standard library.
-2. Cache key = sha256 of the codept version and view-building source code, every grammar's fingerprint (language.toml + queries +
-   wheel version), the tokenizer's JSON, the prepare settings and every input's path and content.
-   A complete folder for that key is reused; anything else is rebuilt (never served stale).
-3. Views are built in killable worker processes (codept.parallel): a file that hangs or crashes a
-   worker becomes a skip with reason ``timeout``/``worker_crash``, the job goes on.
-4. Views are written in path order (independent of the number of workers) to Arrow stream shards
-   with the metadata of ``Dataset.save_to_disk``: ``datasets.load_from_disk(DIR)`` opens them
-   memory-mapped (:func:`load_views`); then
-   ``manifest.jsonl`` (one row per input: viewed or skipped with reason) and ``summary.json``;
-   ``DONE`` is written last, so a killed job never leaves a folder that looks complete.
-Cost: ~view building time / workers. Not covered yet (data-pipeline issue): jsonl/parquet/HF
-inputs, dedup, redaction, natural-language inputs, multi-machine sharding.
+1. Inputs (codept.data.records): files, directories, globs, jsonl/parquet rows, saved HF datasets;
+   with no sources, the running interpreter's standard library. Every input is a Record (to view)
+   or a Skip with a reason, in input order.
+2. Plan (main process, one streaming pass): the bytes of every record are hashed for the cache key;
+   with ``--num-shards N`` a record belongs to shard ``sha1(normalised content) mod N`` (so exact
+   copies land on one machine and exact dedup stays exact across machines); exact duplicates
+   (normalised content hash, codept.data.dedup) are marked here, before any work is spent on them.
+3. Cache key = sha256 of the codept version and view-building source code, every grammar's
+   fingerprint (language.toml + queries + wheel version), the tokenizer's JSON, the settings and every
+   input's origin, language and content. A complete folder for the key is reused; anything else is
+   rebuilt (never served stale).
+4. Views are built in killable worker processes (codept.parallel): read + filters (size, binary,
+   UTF-8, empty) -> redaction of secrets/PII (codept.data.redact, on by default) -> optional MinHash
+   signature -> build_view. A file that hangs or crashes a worker becomes a skip (``timeout`` /
+   ``worker_crash``); the job goes on. Near-duplicates are decided in input order in the main
+   process, so the result does not depend on the number of workers.
+5. Output, in input order: Arrow shards with ``Dataset.save_to_disk`` metadata
+   (``datasets.load_from_disk(DIR)`` opens them memory-mapped; :func:`load_views`),
+   ``manifest.jsonl`` (one row per input, streamed: viewed or skipped with reason, redaction counts),
+   ``summary.json``, and ``DONE`` last, so a killed job never leaves a folder that looks complete.
+Why not ``datasets.map(num_proc)``: it can neither kill a hung worker nor survive one that segfaults,
+and a parser fed hostile input can do both. Cost: ~ view building / workers + one read of the
+inputs for the plan; memory bounded by the plan's per-input hashes, not by the corpus.
+Not covered: near-dedup across machines (each shard dedups its own records).
 """
 
 from __future__ import annotations
@@ -26,11 +36,15 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Iterator
 
 import pyarrow as pa
 
 from codept import __version__
-from codept.data.sources import discover, read_source, stdlib_files
+from codept.data.dedup import ExactDedup, NearDedup, content_hash, minhash_signature
+from codept.data.records import Record, Skip, iter_records, record_text
+from codept.data.redact import redact
+from codept.data.sources import stdlib_files
 from codept.structure import grammar, kinds
 from codept.structure.view import ARROW_SCHEMA, build_view
 from codept.tokenizer import cache_dir, default_tokenizer_dir, load_tokenizer, tokenizer_fingerprint
@@ -40,24 +54,46 @@ SHARD_ROWS = 2000
 
 @dataclass(frozen=True)
 class PrepareConfig:
-    max_bytes: int = 1_000_000  # larger files are skipped as too_large
+    max_bytes: int = 1_000_000  # larger inputs are skipped as too_large
     max_depth: int = 1500  # deeper syntax trees are skipped as too_deep
     parse_timeout: float = 10.0  # in-process parse bound (tree-sitter progress callback)
-    timeout: float = 20.0  # whole-file bound enforced by killing the worker
+    timeout: float = 20.0  # whole-input bound enforced by killing the worker
     workers: int = 0  # 0 = all cores
-    num_shards: int = 1  # split the inputs over this many machines by a stable hash of their path
+    num_shards: int = 1  # split the inputs over this many machines by a stable content hash
     shard_index: int = 0  # the part this machine prepares
+    redact: bool = True  # replace secrets and PII (codept.data.redact)
+    dedup: bool = True  # drop exact duplicates (normalised content hash)
+    near_dedup: float = 0.0  # MinHash Jaccard threshold for near-duplicates; 0 = off
+    num_perm: int = 128  # MinHash permutations
+    shingle: int = 5  # words per MinHash shingle
 
     def __post_init__(self):
         if not 0 <= self.shard_index < self.num_shards:
             raise ValueError(f"shard_index={self.shard_index} not in [0, num_shards={self.num_shards})")
+        if not 0.0 <= self.near_dedup < 1.0:
+            raise ValueError(f"near_dedup={self.near_dedup} must be in [0, 1) (0 = off)")
 
 
-def in_shard(path: str, num_shards: int, shard_index: int) -> bool:
-    """Stable across machines and Python runs (sha1 of the path as given, not hash())."""
-    if num_shards == 1:
-        return True
-    return int.from_bytes(hashlib.sha1(path.encode()).digest()[:8], "big") % num_shards == shard_index
+def shard_of(key: str, num_shards: int) -> int:
+    """Stable across machines and Python runs (sha1, not hash())."""
+    return int.from_bytes(hashlib.sha1(key.encode()).digest()[:8], "big") % num_shards
+
+
+def _items(sources: list[str]) -> Iterator[Record | Skip]:
+    return iter_records(sources if sources else [str(p) for p in stdlib_files()])
+
+
+def _raw(rec: Record, max_bytes: int) -> bytes | None:
+    if rec.content is None:
+        try:
+            with open(rec.path, "rb") as f:
+                return f.read(max_bytes + 1)
+        except OSError:
+            return None
+    return rec.content if isinstance(rec.content, bytes) else rec.content.encode("utf-8", "surrogatepass")
+
+
+# -- workers -------------------------------------------------------------------------------------
 
 
 def _init_worker(tokenizer_dir: str, cfg: dict):
@@ -65,14 +101,18 @@ def _init_worker(tokenizer_dir: str, cfg: dict):
 
 
 def _view_one(state, item):
-    """Worker body: one (path, lang) -> ('ok', record, stats) or ('skip', reason, detail)."""
+    """Worker body: (index, Record) -> (index, 'ok', record, stats) or (index, 'skip', reason, detail)."""
     tok, cfg = state
-    path, lang = item
+    idx, rec = item
     try:
-        text = read_source(path, cfg.max_bytes)
-        v = build_view(path, lang, text, tok, timeout_s=cfg.parse_timeout, max_depth=cfg.max_depth)
+        text = record_text(rec, cfg.max_bytes)
+        redacted: Counter = Counter()
+        if cfg.redact:
+            text, redacted = redact(text)
+        sig = minhash_signature(text, cfg.num_perm, cfg.shingle) if cfg.near_dedup else None
+        v = build_view(rec.path, rec.lang, text, tok, timeout_s=cfg.parse_timeout, max_depth=cfg.max_depth)
     except grammar.SkipFile as e:
-        return ("skip", e.reason, e.detail)
+        return idx, "skip", e.reason, e.detail
     stats = {
         "bytes": v.stats["bytes"],
         "tokens": len(v),
@@ -82,167 +122,62 @@ def _view_one(state, item):
         "bindings": len(set(v.idents[:, 4].tolist())),
         "functions": len(v.functions),
         "documented": int((v.functions[:, 5] >= 0).sum()),
+        "redacted": dict(redacted),
+        "signature": sig,
     }
-    return ("ok", v.to_record(), stats)
+    return idx, "ok", v.to_record(), stats
 
 
-def cache_key(files: list[tuple[str, str]], tokenizer_dir: Path, cfg: PrepareConfig) -> str:
-    h = hashlib.sha256()
-    h.update(f"codept {__version__}\n".encode())
-    # the code that turns a file into a view, so a development checkout never serves stale views
-    pkg = Path(__file__).resolve().parent
-    for f in sorted([*pkg.glob("structure/*.py"), pkg / "data" / "sources.py", pkg / "prepare.py"]):
-        h.update(f.read_bytes())
-    h.update(grammar.grammars_fingerprint().encode())
-    h.update(tokenizer_fingerprint(load_tokenizer(tokenizer_dir)).encode())
-    cfg_d = asdict(cfg)
-    cfg_d.pop("workers")  # does not change the output
-    h.update(json.dumps(cfg_d, sort_keys=True).encode())
-    for path, lang in files:
-        h.update(f"{path}\0{lang}\0".encode())
-        try:
-            with open(path, "rb") as f:
-                h.update(hashlib.sha256(f.read(cfg.max_bytes + 1)).digest())
-        except OSError as e:
-            h.update(f"unreadable:{e.errno}".encode())
-    return h.hexdigest()[:20]
+# -- output --------------------------------------------------------------------------------------
 
 
-def prepare(sources: list[str], out: Path | None = None, tokenizer_dir: Path | None = None,
-            cfg: PrepareConfig = PrepareConfig(), force: bool = False, progress: bool = True) -> dict:
-    """Build (or reuse) the views of `sources`; returns the summary dict (also in summary.json)."""
-    t0 = time.time()
-    if sources:
-        files, skipped = discover(sources)
-    else:
-        files, skipped = [(str(p), "python") for p in stdlib_files()], []
-    n_all = len(files)
-    files = [f for f in files if in_shard(f[0], cfg.num_shards, cfg.shard_index)]
-    skipped = [s for s in skipped if in_shard(s[0], cfg.num_shards, cfg.shard_index)]
-    tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else default_tokenizer_dir()
-    key = cache_key(files, tokenizer_dir, cfg)
-    out = Path(out) if out else cache_dir() / "views" / key
-    if (out / "DONE").is_file() and not force:
-        old = json.loads((out / "summary.json").read_text())
-        if old.get("cache_key") == key:
-            old["cached"] = True
-            return old
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+class ShardWriter:
+    """Rows -> Arrow stream shards of a ``save_to_disk``-compatible dataset folder."""
 
-    workers = cfg.workers or os.cpu_count() or 1
-    from codept.parallel import isolated_map
+    def __init__(self, out: Path, schema: pa.Schema, rows_per_shard: int = SHARD_ROWS, batch: int = 64):
+        self.out, self.schema, self.rows_per_shard, self.batch = out, schema, rows_per_shard, batch
+        self.buf: list[dict] = []
+        self.writer = None
+        self.rows_in_shard = 0
+        self.n_shards = 0
 
-    results: dict[int, tuple] = {}
-    manifest = [None] * len(files)
-    totals: Counter = Counter()
-    spans: Counter = Counter()
-    per_lang: dict[str, Counter] = {}
-    shard, shard_rows, n_shards, next_row = None, 0, 0, 0
-    buf: list[dict] = []
-    bar = _progress(len(files), progress)
+    def write(self, row: dict) -> None:
+        self.buf.append(row)
+        if len(self.buf) >= self.batch:
+            self._flush()
 
-    def flush(end_shard: bool = False) -> None:
-        nonlocal shard, shard_rows, n_shards
-        if buf:
-            if shard is None:
-                shard = pa.ipc.new_stream(str(out / f"data-{n_shards:05d}.arrow.tmp"), ARROW_SCHEMA)
-                n_shards += 1
-            shard.write_table(pa.Table.from_pylist(buf, schema=ARROW_SCHEMA))
-            shard_rows += len(buf)
-            buf.clear()
-        if shard is not None and (end_shard or shard_rows >= SHARD_ROWS):
-            shard.close()
-            shard, shard_rows = None, 0
+    def _flush(self, end: bool = False) -> None:
+        if self.buf:
+            if self.writer is None:
+                self.writer = pa.ipc.new_stream(str(self.out / f"data-{self.n_shards:05d}.arrow.tmp"), self.schema)
+                self.n_shards += 1
+            self.writer.write_table(pa.Table.from_pylist(self.buf, schema=self.schema))
+            self.rows_in_shard += len(self.buf)
+            self.buf.clear()
+        if self.writer is not None and (end or self.rows_in_shard >= self.rows_per_shard):
+            self.writer.close()
+            self.writer, self.rows_in_shard = None, 0
 
-    def write(rec: dict) -> None:
-        buf.append(rec)
-        if len(buf) >= 64:
-            flush()
+    def close(self, fingerprint: str) -> int:
+        """Finish the last shard, name shards ``data-i-of-n``, write state.json / dataset_info.json."""
+        import datasets
 
-    for idx, ok, value in isolated_map(_view_one, files, workers=workers, timeout=cfg.timeout,
-                                       init=_init_worker, init_args=(str(tokenizer_dir), asdict(cfg))):
-        path, lang = files[idx]
-        if not ok:  # the worker crashed, hung or raised: a recorded skip, never a crash of the job
-            value = ("skip", value[0], value[1].splitlines()[0] if value[1] else "")
-        results[idx] = value
-        bar(1)
-        while next_row in results:  # write in input order, whatever order workers finish in
-            status, a, b = results.pop(next_row)
-            path, lang = files[next_row]
-            lc = per_lang.setdefault(lang, Counter())
-            if status == "ok":
-                write(a)
-                st = b
-                manifest[next_row] = {"path": path, "lang": lang, "status": "viewed",
-                                      "bytes": st["bytes"], "tokens": st["tokens"], "has_error": st["has_error"]}
-                lc["viewed"] += 1
-                lc["tokens"] += st["tokens"]
-                lc["bytes"] += st["bytes"]
-                lc["with_syntax_errors"] += st["has_error"]
-                for k in ("idents", "bindings", "functions", "documented"):
-                    totals[k] += st[k]
-                spans.update(st["spans"])
-            else:
-                manifest[next_row] = {"path": path, "lang": lang, "status": "skipped", "reason": a, "detail": b}
-                lc[f"skipped:{a}"] += 1
-            next_row += 1
-    flush(end_shard=True)
-    bar(0, close=True)
-
-    rows = [m for m in manifest] + [
-        {"path": p, "lang": None, "status": "skipped", "reason": r, "detail": ""} for p, r in skipped
-    ]
-    with open(out / "manifest.jsonl", "w") as f:
-        for r in rows:
-            f.write(json.dumps(r) + "\n")
-    elapsed = time.time() - t0
-    n_bytes = sum(c["bytes"] for c in per_lang.values())
-    summary = {
-        "cache_key": key,
-        "out": str(out),
-        "tokenizer": str(tokenizer_dir),
-        "inputs": len(rows),
-        "viewed": sum(c["viewed"] for c in per_lang.values()),
-        "skipped": dict(Counter(r["reason"] for r in rows if r["status"] == "skipped")),
-        "per_lang": {k: dict(v) for k, v in sorted(per_lang.items())},
-        "tokens": sum(c["tokens"] for c in per_lang.values()),
-        "bytes": n_bytes,
-        "spans": {list(kinds.SPAN_KINDS)[k]: n for k, n in sorted(spans.items())},
-        **dict(totals),
-        "shards": n_shards,
-        "shard": f"{cfg.shard_index} of {cfg.num_shards} ({len(files)} of {n_all} files)",
-        "seconds": round(elapsed, 2),
-        "workers": workers,
-    }
-    assert summary["viewed"] + sum(summary["skipped"].values()) == summary["inputs"]
-    _write_hf_metadata(out, n_shards, key)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    (out / "DONE").write_text(key + "\n")
-    summary["cached"] = False
-    return summary
-
-
-def _write_hf_metadata(out: Path, n_shards: int, fingerprint: str) -> None:
-    """Name the shards and write state.json / dataset_info.json as ``Dataset.save_to_disk`` does,
-    so ``datasets.load_from_disk(out)`` opens the folder (memory-mapped, no copy)."""
-    import datasets
-
-    names = []
-    for i in range(n_shards):
-        name = f"data-{i:05d}-of-{n_shards:05d}.arrow"
-        os.replace(out / f"data-{i:05d}.arrow.tmp", out / name)
-        names.append({"filename": name})
-    if not n_shards:  # an empty dataset still loads
-        name = "data-00000-of-00001.arrow"
-        with pa.ipc.new_stream(str(out / name), ARROW_SCHEMA) as w:
-            w.write_table(ARROW_SCHEMA.empty_table())
-        names.append({"filename": name})
-    datasets.DatasetInfo(features=datasets.Features.from_arrow_schema(ARROW_SCHEMA)).write_to_directory(str(out))
-    state = {"_data_files": names, "_fingerprint": fingerprint, "_format_columns": None, "_format_kwargs": {},
-             "_format_type": None, "_output_all_columns": False, "_split": None}
-    (out / "state.json").write_text(json.dumps(state, indent=2) + "\n")
+        self._flush(end=True)
+        files = []
+        for i in range(self.n_shards):
+            name = f"data-{i:05d}-of-{self.n_shards:05d}.arrow"
+            os.replace(self.out / f"data-{i:05d}.arrow.tmp", self.out / name)
+            files.append({"filename": name})
+        if not files:  # an empty dataset still loads
+            with pa.ipc.new_stream(str(self.out / "data-00000-of-00001.arrow"), self.schema) as w:
+                w.write_table(self.schema.empty_table())
+            files.append({"filename": "data-00000-of-00001.arrow"})
+        info = datasets.DatasetInfo(features=datasets.Features.from_arrow_schema(self.schema))
+        info.write_to_directory(str(self.out))
+        state = {"_data_files": files, "_fingerprint": fingerprint, "_format_columns": None, "_format_kwargs": {},
+                 "_format_type": None, "_output_all_columns": False, "_split": None}
+        (self.out / "state.json").write_text(json.dumps(state, indent=2) + "\n")
+        return self.n_shards
 
 
 def load_views(*outs: str | Path):
@@ -259,10 +194,188 @@ def load_views(*outs: str | Path):
     return parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
 
 
+# -- the job -------------------------------------------------------------------------------------
+
+
+def _code_fingerprint() -> bytes:
+    """The code that turns an input into a view, so a development checkout never serves stale views."""
+    pkg = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for f in sorted([*pkg.glob("structure/*.py"), *pkg.glob("data/*.py"), pkg / "prepare.py"]):
+        h.update(f.read_bytes())
+    return h.digest()
+
+
+def _plan(sources: list[str], cfg: PrepareConfig, tokenizer_dir: Path) -> tuple[str, dict, int]:
+    """One pass over the inputs: (cache key, {index: duplicate-of origin}, number of inputs).
+    Inputs of other shards are left out of both (their index is simply never planned)."""
+    h = hashlib.sha256()
+    h.update(f"codept {__version__}\n".encode())
+    h.update(_code_fingerprint())
+    h.update(grammar.grammars_fingerprint().encode())
+    h.update(tokenizer_fingerprint(load_tokenizer(tokenizer_dir)).encode())
+    cfg_d = asdict(cfg)
+    cfg_d.pop("workers")  # does not change the output
+    h.update(json.dumps(cfg_d, sort_keys=True).encode())
+    exact = ExactDedup()
+    dups: dict[int, str] = {}
+    n = 0
+    for i, item in enumerate(_items(sources)):
+        n = i + 1
+        if isinstance(item, Skip):
+            h.update(f"skip\0{item.origin}\0{item.reason}\0".encode())
+            continue
+        raw = _raw(item, cfg.max_bytes)
+        h.update(f"{item.origin}\0{item.lang}\0".encode())
+        h.update(hashlib.sha256(raw).digest() if raw is not None else b"unreadable")
+        if cfg.dedup and raw is not None and len(raw) <= cfg.max_bytes and raw.strip():  # empty: own reason
+            kept = exact.check_hash(content_hash(raw), item.origin)
+            if kept is not None:
+                dups[i] = kept
+    return h.hexdigest()[:20], dups, n
+
+
+def _in_shard(item: Record | Skip, cfg: PrepareConfig) -> bool:
+    if cfg.num_shards == 1:
+        return True
+    if isinstance(item, Skip):
+        return shard_of(item.origin, cfg.num_shards) == cfg.shard_index
+    raw = _raw(item, cfg.max_bytes)
+    return shard_of(content_hash(raw) if raw is not None else item.origin, cfg.num_shards) == cfg.shard_index
+
+
+def prepare(sources: list[str], out: Path | None = None, tokenizer_dir: Path | None = None,
+            cfg: PrepareConfig = PrepareConfig(), force: bool = False, progress: bool = True) -> dict:
+    """Build (or reuse) the views of `sources`; returns the summary dict (also in summary.json)."""
+    t0 = time.time()
+    tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else default_tokenizer_dir()
+    key, dups, n_inputs = _plan(sources, cfg, tokenizer_dir)
+    out = Path(out) if out else cache_dir() / "views" / key
+    if (out / "DONE").is_file() and not force:
+        old = json.loads((out / "summary.json").read_text())
+        if old.get("cache_key") == key:
+            old["cached"] = True
+            return old
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+
+    from codept.parallel import isolated_map
+
+    workers = cfg.workers or os.cpu_count() or 1
+    near = NearDedup(cfg.near_dedup, cfg.num_perm, cfg.shingle) if cfg.near_dedup else None
+    writer = ShardWriter(out, ARROW_SCHEMA)
+    manifest = open(out / "manifest.jsonl", "w")
+    results: dict[int, tuple] = {}  # finished, waiting for their turn in input order
+    meta: dict[int, tuple[str, str, str]] = {}  # index -> (origin, path, lang) of in-flight inputs
+    totals: Counter = Counter()
+    reasons: Counter = Counter()
+    redacted: Counter = Counter()
+    spans: Counter = Counter()
+    per_lang: dict[str, Counter] = {}
+    planned: list[int] = []  # indices of this shard, in input order
+    sent: list[int] = []  # input index of every record handed to the workers, in order
+    bar = _progress(n_inputs, progress)
+
+    def work() -> Iterator[tuple[int, Record]]:
+        """Records to view; skips, duplicates and other shards' inputs are settled on the way."""
+        for i, item in enumerate(_items(sources)):
+            if not _in_shard(item, cfg):
+                bar(1)
+                continue
+            planned.append(i)
+            if isinstance(item, Skip):
+                meta[i] = (item.origin, item.path, "")
+                results[i] = ("skip", item.reason, item.detail)
+            elif i in dups:
+                meta[i] = (item.origin, item.path, item.lang)
+                results[i] = ("skip", "duplicate", f"same content as {dups[i]}")
+            else:
+                meta[i] = (item.origin, item.path, item.lang)
+                sent.append(i)
+                yield i, item
+
+    def settle(i: int, res: tuple) -> None:
+        origin, path, lang = meta.pop(i)
+        row = {"origin": origin, "path": path, "lang": lang or None}
+        status = res[0]
+        if status == "ok" and near is not None:
+            kept = near.check_signature(res[2]["signature"], origin)
+            if kept is not None:
+                status, res = "skip", ("skip", "near_duplicate", f"similar to {kept}")
+        lc = per_lang.setdefault(lang or "unknown", Counter())
+        if status == "ok":
+            rec, st = res[1], res[2]
+            writer.write(rec)
+            row.update(status="viewed", bytes=st["bytes"], tokens=st["tokens"], has_error=st["has_error"])
+            if st["redacted"]:
+                row["redacted"] = st["redacted"]
+                redacted.update(st["redacted"])
+            lc["viewed"] += 1
+            lc["tokens"] += st["tokens"]
+            lc["bytes"] += st["bytes"]
+            lc["with_syntax_errors"] += st["has_error"]
+            for k in ("idents", "bindings", "functions", "documented"):
+                totals[k] += st[k]
+            spans.update(st["spans"])
+        else:
+            row.update(status="skipped", reason=res[1], detail=res[2])
+            reasons[res[1]] += 1
+            lc[f"skipped:{res[1]}"] += 1
+        manifest.write(json.dumps(row) + "\n")
+        bar(1)
+
+    pos = 0  # next index of `planned` to settle
+
+    def drain() -> None:
+        nonlocal pos
+        while pos < len(planned) and planned[pos] in results:
+            settle(planned[pos], results.pop(planned[pos]))
+            pos += 1
+
+    for k, ok, value in isolated_map(_view_one, work(), workers=workers, timeout=cfg.timeout,
+                                     init=_init_worker, init_args=(str(tokenizer_dir), asdict(cfg))):
+        if ok:
+            i, status, a, b = value
+            results[i] = (status, a, b) if status == "skip" else ("ok", a, b)
+        else:  # the worker crashed, hung or raised: a recorded skip, never a crash of the job
+            results[sent[k]] = ("skip", value[0], value[1].splitlines()[0] if value[1] else "")
+        drain()
+    drain()  # inputs settled without a worker after the last result
+    manifest.close()
+    n_shards = writer.close(key)
+    bar(0, close=True)
+
+    viewed = sum(c["viewed"] for c in per_lang.values())
+    summary = {
+        "cache_key": key,
+        "out": str(out),
+        "tokenizer": str(tokenizer_dir),
+        "inputs": len(planned),
+        "viewed": viewed,
+        "skipped": dict(sorted(reasons.items())),
+        "redacted": dict(sorted(redacted.items())),
+        "per_lang": {k: dict(v) for k, v in sorted(per_lang.items())},
+        "tokens": sum(c["tokens"] for c in per_lang.values()),
+        "bytes": sum(c["bytes"] for c in per_lang.values()),
+        "spans": {list(kinds.SPAN_KINDS)[k]: n for k, n in sorted(spans.items())},
+        **dict(totals),
+        "shards": n_shards,
+        "shard": f"{cfg.shard_index} of {cfg.num_shards} ({len(planned)} of {n_inputs} inputs)",
+        "seconds": round(time.time() - t0, 2),
+        "workers": workers,
+    }
+    assert viewed + sum(reasons.values()) == len(planned), "an input was lost"
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / "DONE").write_text(key + "\n")
+    summary["cached"] = False
+    return summary
+
+
 def _progress(total: int, enabled: bool):
     from tqdm import tqdm
 
-    bar = tqdm(total=total, unit="file", disable=not enabled, mininterval=1.0)
+    bar = tqdm(total=total, unit="input", disable=not enabled, mininterval=1.0)
 
     def update(n: int, close: bool = False) -> None:
         bar.update(n)
@@ -274,12 +387,13 @@ def _progress(total: int, enabled: bool):
 
 def format_summary(s: dict) -> str:
     lines = [
-        f"codept prepare: {s['viewed']}/{s['inputs']} files viewed"
+        f"codept prepare: {s['viewed']}/{s['inputs']} inputs viewed"
         + (" (cached)" if s.get("cached") else f" in {s['seconds']}s with {s['workers']} workers"),
         f"  tokens {s['tokens']:,}  bytes {s['bytes']:,}  identifiers {s.get('idents', 0):,}  "
         f"bindings {s.get('bindings', 0):,}  definitions {s.get('functions', 0):,} "
         f"({s.get('documented', 0):,} documented)",
-        "  skipped: " + (", ".join(f"{k} {v}" for k, v in sorted(s["skipped"].items())) or "none"),
+        "  skipped: " + (", ".join(f"{k} {v}" for k, v in s["skipped"].items()) or "none"),
+        "  redacted: " + (", ".join(f"{k} {v}" for k, v in s.get("redacted", {}).items()) or "none"),
         "  per language: " + "; ".join(
             f"{k}: {v.get('viewed', 0)} viewed, {v.get('tokens', 0):,} tokens, {v.get('with_syntax_errors', 0)} with syntax errors"
             for k, v in s["per_lang"].items()),
@@ -291,7 +405,8 @@ def format_summary(s: dict) -> str:
 
 def main(args) -> int:
     cfg = PrepareConfig(max_bytes=args.max_bytes, max_depth=args.max_depth, timeout=args.timeout,
-                        workers=args.workers, num_shards=args.num_shards, shard_index=args.shard_index)
+                        workers=args.workers, num_shards=args.num_shards, shard_index=args.shard_index,
+                        redact=not args.no_redact, dedup=not args.no_dedup, near_dedup=args.near_dedup)
     summary = prepare([str(s) for s in args.sources], out=args.out, tokenizer_dir=args.tokenizer, cfg=cfg,
                       force=args.force)
     print(format_summary(summary))

@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 
+from codept.data.redact import redact
 from codept.data.sources import read_source, stdlib_files
 from codept.prepare import PrepareConfig, load_views, prepare
 from codept.structure.view import CodeView, build_view
@@ -88,14 +89,15 @@ def test_whole_stdlib_zero_crashes():
     s = prepare([], progress=False)
     assert s["inputs"] == len(stdlib_files())
     assert s["viewed"] + sum(s["skipped"].values()) == s["inputs"]
-    assert set(s["skipped"]) <= {"empty"}, s["skipped"]  # no crash, timeout or depth skip
+    assert set(s["skipped"]) <= {"empty", "duplicate"}, s["skipped"]  # no crash, timeout or depth skip
     assert s["viewed"] > 500 and s["tokens"] > 1_000_000 and s["documented"] > 3000
     views = load_views(s["out"])
     assert len(views) == s["viewed"]
     # a stored view equals a freshly built one
     row = views[len(views) // 2]
     stored = CodeView.from_record(row)
-    fresh = build_view(row["path"], "python", read_source(row["path"]), load_tokenizer(default_tokenizer_dir()))
+    text, _ = redact(read_source(row["path"]))  # prepare redacts secrets/PII by default
+    fresh = build_view(row["path"], "python", text, load_tokenizer(default_tokenizer_dir()))
     for f in ("input_ids", "offsets", "leaf", "spans", "idents", "functions"):
         np.testing.assert_array_equal(getattr(stored, f), getattr(fresh, f))
 
@@ -104,7 +106,7 @@ def test_whole_stdlib_zero_crashes():
 def test_main_command_runs_without_arguments():
     r = subprocess.run([sys.executable, "-m", "codept.cli", "prepare"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    assert "files viewed" in r.stdout and "spans:" in r.stdout
+    assert "inputs viewed" in r.stdout and "spans:" in r.stdout and "redacted:" in r.stdout
 
 
 def test_shards_are_disjoint_and_read_as_one(tmp_path, tok_dir):
@@ -121,3 +123,29 @@ def test_shards_are_disjoint_and_read_as_one(tmp_path, tok_dir):
     assert len(datasets.load_from_disk(str(tmp_path / "s0"))) == parts[0]["viewed"]  # a plain HF dataset
     with pytest.raises(ValueError, match="shard_index"):
         PrepareConfig(num_shards=2, shard_index=2)
+
+
+def test_rows_dedup_and_redaction_in_manifest(tmp_path, tok_dir):
+    """jsonl rows + files: exact duplicates skipped before any work, secrets redacted and counted,
+    near-duplicates (optional) decided in input order."""
+    body = (stdlib_files()[5]).read_text()
+    rows = [
+        {"content": body, "lang": "python", "path": "a.py"},
+        {"content": body.replace("\n", "\r\n"), "lang": "Python", "path": "a_crlf.py"},  # exact dup
+        {"content": "# copy\n" + body + "\nX = 1\n", "lang": "py", "path": "a_near.py"},  # near dup
+        {"content": 'KEY = "AKIAQWERTYUIOPASDFGH"\nmail = "dev@corp-mail.net"\n', "lang": "python", "path": "s.py"},
+        {"content": "fn main() {}", "lang": "rust"},
+        "not an object",
+    ]
+    data = tmp_path / "rows.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    s = prepare([str(data)], out=tmp_path / "o", tokenizer_dir=tok_dir,
+                cfg=PrepareConfig(workers=2, near_dedup=0.8), progress=False)
+    m = [json.loads(x) for x in (tmp_path / "o" / "manifest.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in m] == ["viewed", "skipped", "skipped", "viewed", "skipped", "skipped"]
+    assert [r.get("reason") for r in m][1:3] == ["duplicate", "near_duplicate"]
+    assert m[4]["reason"] == "unknown_language" and m[5]["reason"] == "bad_record"
+    assert m[3]["redacted"] == {"aws_access_key": 1, "email": 1}
+    assert s["redacted"] == {"aws_access_key": 1, "email": 1}
+    text = load_views(tmp_path / "o")[1]["text"]
+    assert "AKIA" not in text and "corp-mail" not in text
