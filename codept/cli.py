@@ -1,6 +1,7 @@
 """The ``codept`` command line.
 
   codept prepare [SRC...] [--out DIR]       views of a corpus (default: this Python's stdlib), summary
+  codept prepare-text SRC... [--out DIR]    text/markdown/rst/man documents and parallel pairs -> views
   codept tokenizer train SRC... --out DIR   byte-level BPE with codept's special tokens
   codept grammar check [LANG...]            run the caret-annotated fixtures of grammars/<lang>/
   codept view FILE [--tokenizer DIR]        print the view of one file (debugging a grammar)
@@ -76,6 +77,12 @@ def _cmd_prepare(args) -> int:
     return prepare_main(args)
 
 
+def _cmd_prepare_text(args) -> int:
+    from codept.text.prepare import main as text_main
+
+    return text_main(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="codept", description="Structure-aware pretraining data for code models.")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -97,6 +104,19 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--num-shards", type=int, default=1, help="machines sharing the corpus (stable path hash)")
     pp.add_argument("--shard-index", type=int, default=0, help="which of --num-shards this machine prepares")
     pp.set_defaults(fn=_cmd_prepare)
+
+    px = sub.add_parser("prepare-text", help="natural-language corpora -> text/pair views on disk")
+    px.add_argument("sources", nargs="+", help="text/markdown/rst/man files or directories, .jsonl/.tsv/.mo/.po pairs")
+    px.add_argument("--out", type=Path)
+    px.add_argument("--tokenizer", type=Path)
+    px.add_argument("--lang", help="language of the text documents (default: guessed; 'zh' for Chinese)")
+    px.add_argument("--pair-langs", nargs=2, metavar=("SRC", "TGT"), help="languages of pair files that do not say")
+    px.add_argument("--user-dict", help="jieba user dictionary for Chinese word boundaries")
+    px.add_argument("--min-src-words", type=int, default=3)
+    px.add_argument("--no-redact", action="store_true")
+    px.add_argument("--workers", type=int, default=0)
+    px.add_argument("--force", action="store_true")
+    px.set_defaults(fn=_cmd_prepare_text)
 
     pt = sub.add_parser("tokenizer", help="tokenizer commands").add_subparsers(dest="sub", required=True)
     tt = pt.add_parser("train", help="train a byte-level BPE on code/text")
