@@ -36,17 +36,19 @@ def stdlib_files() -> list[Path]:
     return sorted(out)
 
 
-def discover(sources: list[str | os.PathLike]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """Returns (files [(path, lang)], skipped [(path, reason)]), both sorted by path."""
+def walk(sources: list[str | os.PathLike], classify) -> tuple[list[tuple[str, str]], list[tuple[str, str, str]]]:
+    """Every file under `sources`, accounted for: ``classify(path) -> (kind, None)`` keeps it as
+    (path, kind), ``(None, (reason, detail))`` skips it. Returns (files, skips [(path, reason,
+    detail)]), both sorted by path. Directories are walked without following symlinks."""
     files: list[tuple[str, str]] = []
-    skipped: list[tuple[str, str]] = []
+    skipped: list[tuple[str, str, str]] = []
 
     def add(p: Path) -> None:
-        lang = language_for_path(p)
-        if lang is None:
-            skipped.append((str(p), "unknown_language"))
+        kind, why = classify(p)
+        if kind is None:
+            skipped.append((str(p), *why))
         else:
-            files.append((str(p), lang))
+            files.append((str(p), kind))
 
     for src in sources:
         p = Path(src)
@@ -54,24 +56,35 @@ def discover(sources: list[str | os.PathLike]) -> tuple[list[tuple[str, str]], l
             add(p)
             continue
         if not p.is_dir():
-            skipped.append((str(p), "not_found" if not os.path.lexists(p) else "not_a_file"))
+            skipped.append((str(p), "not_found" if not os.path.lexists(p) else "not_a_file", ""))
             continue
         errors: list[OSError] = []
         for dirpath, dirnames, filenames in os.walk(p, onerror=errors.append, followlinks=False):
             dirnames.sort()
             for d in dirnames:
                 if os.path.islink(os.path.join(dirpath, d)):
-                    skipped.append((os.path.join(dirpath, d), "symlinked_directory"))
+                    skipped.append((os.path.join(dirpath, d), "symlinked_directory", ""))
             for f in sorted(filenames):
                 fp = Path(dirpath) / f
                 if fp.is_symlink() and not fp.exists():
-                    skipped.append((str(fp), "broken_symlink"))
+                    skipped.append((str(fp), "broken_symlink", ""))
                 elif not fp.is_file():
-                    skipped.append((str(fp), "not_a_file"))
+                    skipped.append((str(fp), "not_a_file", ""))
                 else:
                     add(fp)
-        skipped.extend((e.filename or str(p), "unreadable_directory") for e in errors)
+        skipped.extend((e.filename or str(p), "unreadable_directory", "") for e in errors)
     return sorted(files), sorted(skipped)
+
+
+def discover(sources: list[str | os.PathLike]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """Code files -> (files [(path, lang)], skipped [(path, reason)]), both sorted by path."""
+
+    def classify(p: Path):
+        lang = language_for_path(p)
+        return (lang, None) if lang else (None, ("unknown_language", ""))
+
+    files, skipped = walk(sources, classify)
+    return files, [(p, r) for p, r, _ in skipped]
 
 
 def read_source(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES) -> str:

@@ -66,23 +66,32 @@ class CodeView:
 
     # -- Arrow ------------------------------------------------------------------------------------
     def to_record(self) -> dict:
-        """A flat dict of Arrow-friendly values (2-D arrays flattened row-major)."""
-        rec = {}
-        for f in fields(self):
-            if f.name == "stats":
-                continue
-            v = getattr(self, f.name)
-            rec[f.name] = v.reshape(-1) if isinstance(v, np.ndarray) else v
-        return rec
+        return to_record(self)
 
     @classmethod
     def from_record(cls, rec: dict) -> "CodeView":
-        kw = {}
-        for name, (dtype, width) in _ARRAYS.items():
-            a = np.asarray(rec[name], dtype=dtype)
-            kw[name] = a if width == 0 else a.reshape(-1, width)
         return cls(path=rec["path"], lang=rec["lang"], text=rec["text"], has_error=bool(rec["has_error"]),
-                   names=list(rec["names"]), **kw)
+                   names=list(rec["names"]), **arrays_from_record(rec, _ARRAYS))
+
+
+def to_record(view) -> dict:
+    """A view dataclass as a flat dict of Arrow-friendly values (2-D arrays flattened row-major;
+    the ``stats`` field is run-time information and is not stored)."""
+    rec = {}
+    for f in fields(view):
+        if f.name != "stats":
+            v = getattr(view, f.name)
+            rec[f.name] = v.reshape(-1) if isinstance(v, np.ndarray) else v
+    return rec
+
+
+def arrays_from_record(rec: dict, spec: dict[str, tuple]) -> dict[str, np.ndarray]:
+    """The arrays of a record, as `spec` (name -> (dtype, width; 0 = 1-D)) says."""
+    out = {}
+    for name, (dtype, width) in spec.items():
+        a = np.asarray(rec[name], dtype=dtype)
+        out[name] = a if width == 0 else a.reshape(-1, width)
+    return out
 
 
 # array field -> (dtype, width; 0 = 1-D)

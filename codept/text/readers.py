@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from codept.data.sources import decode_source
+from codept.data.sources import decode_source, walk
 from codept.structure.grammar import SkipFile
 from codept.text.segment import HAN, KANA, count_words, guess_lang, normalise_lang
 
@@ -119,42 +119,17 @@ def format_of(path: str | os.PathLike) -> str | None:
 
 
 def discover(sources: Iterable[str | os.PathLike]) -> tuple[list[tuple[str, str]], list[Skip]]:
-    """Files and directories -> (files [(path, kind)], skips), both sorted by path. Directories
-    are walked without following symlinks; unknown formats are skips ``unknown_format``."""
-    files: list[tuple[str, str]] = []
-    skips: list[Skip] = []
+    """Files and directories -> (files [(path, kind)], skips), both sorted by path
+    (codept.data.sources.walk); unknown formats are skips ``unknown_format``."""
 
-    def add(p: Path) -> None:
+    def classify(p: Path):
         kind = format_of(p)
         if kind is None:
-            skips.append(Skip(str(p), "unknown_format", f"suffix {p.suffix!r} not in {sorted(_EXT)} or name.N"))
-        else:
-            files.append((str(p), kind))
+            return None, ("unknown_format", f"suffix {p.suffix!r} not in {sorted(_EXT)} or name.N")
+        return kind, None
 
-    for src in sources:
-        p = Path(src)
-        if p.is_file():
-            add(p)
-            continue
-        if not p.is_dir():
-            skips.append(Skip(str(p), "not_found" if not os.path.lexists(p) else "not_a_file"))
-            continue
-        errors: list[OSError] = []
-        for dirpath, dirnames, filenames in os.walk(p, onerror=errors.append, followlinks=False):
-            dirnames.sort()
-            for d in dirnames:
-                if os.path.islink(os.path.join(dirpath, d)):
-                    skips.append(Skip(os.path.join(dirpath, d), "symlinked_directory"))
-            for f in sorted(filenames):
-                fp = Path(dirpath) / f
-                if fp.is_symlink() and not fp.exists():
-                    skips.append(Skip(str(fp), "broken_symlink"))
-                elif not fp.is_file():
-                    skips.append(Skip(str(fp), "not_a_file"))
-                else:
-                    add(fp)
-        skips.extend(Skip(e.filename or str(p), "unreadable_directory") for e in errors)
-    return sorted(files), sorted(skips, key=lambda s: s.path)
+    files, skipped = walk(list(sources), classify)
+    return files, [Skip(p, r, d) for p, r, d in skipped]
 
 
 def read_sources(sources: Iterable[str | os.PathLike], **kw) -> Iterator[Item]:

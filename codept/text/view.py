@@ -29,10 +29,12 @@ Not covered here: how the views are built (codept.text.build) and read (codept.t
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+
+from codept.structure.view import arrays_from_record, to_record
 
 _NONSPACE = re.compile(r"\S+")
 
@@ -130,22 +132,11 @@ class TextView:
 
     # -- Arrow ------------------------------------------------------------------------------------
     def to_record(self) -> dict:
-        """A flat dict of Arrow-friendly values (2-D arrays flattened row-major)."""
-        rec = {}
-        for f in fields(self):
-            if f.name == "stats":
-                continue
-            v = getattr(self, f.name)
-            rec[f.name] = v.reshape(-1) if isinstance(v, np.ndarray) else v
-        return rec
+        return to_record(self)
 
     @classmethod
     def from_record(cls, rec: dict) -> "TextView":
-        kw = {}
-        for name, (dtype, width) in _ARRAYS.items():
-            a = np.asarray(rec[name], dtype=dtype)
-            kw[name] = a if width == 0 else a.reshape(-1, width)
-        return cls(path=rec["path"], lang=rec["lang"], text=rec["text"], **kw)
+        return cls(path=rec["path"], lang=rec["lang"], text=rec["text"], **arrays_from_record(rec, _ARRAYS))
 
 
 @dataclass(eq=False)
