@@ -56,8 +56,8 @@ SHARD_ROWS = 2000
 class PrepareConfig:
     max_bytes: int = 1_000_000  # larger inputs are skipped as too_large
     max_depth: int = 1500  # deeper syntax trees are skipped as too_deep
-    parse_timeout: float = 10.0  # in-process parse bound (tree-sitter progress callback)
-    timeout: float = 20.0  # whole-input bound enforced by killing the worker
+    timeout: float = 20.0  # per input, enforced by killing the worker (tree-sitter's own in-process
+    # bound leaks memory in py-tree-sitter 0.26, see codept.structure.grammar.parse)
     workers: int = 0  # 0 = all cores
     num_shards: int = 1  # split the inputs over this many machines by a stable content hash
     shard_index: int = 0  # the part this machine prepares
@@ -110,7 +110,7 @@ def _view_one(state, item):
         if cfg.redact:
             text, redacted = redact(text)
         sig = minhash_signature(text, cfg.num_perm, cfg.shingle) if cfg.near_dedup else None
-        v = build_view(rec.path, rec.lang, text, tok, timeout_s=cfg.parse_timeout, max_depth=cfg.max_depth)
+        v = build_view(rec.path, rec.lang, text, tok, max_depth=cfg.max_depth)
     except grammar.SkipFile as e:
         return idx, "skip", e.reason, e.detail
     stats = {

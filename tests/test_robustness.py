@@ -114,3 +114,27 @@ def test_isolated_map_survives_crashes_hangs_and_errors():
     assert out[1][0] is False and out[1][1][0] == "worker_crash"
     assert out[3][0] is False and out[3][1][0] == "timeout"
     assert out[4][0] is False and out[4][1][0] == "RuntimeError"
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def test_parsing_a_corpus_does_not_leak():
+    """py-tree-sitter 0.26 leaks every chunk a callable source returns; the default path parses bytes."""
+    from codept.data.sources import stdlib_files
+
+    datas = []
+    for p in stdlib_files()[:150]:
+        try:
+            datas.append(read_source(p).encode())
+        except grammar.SkipFile:
+            pass
+    rss = []
+    for _ in range(4):
+        for d in datas:
+            grammar.parse("python", d)
+        rss.append(_rss_mb())
+    corpus_mb = sum(map(len, datas)) / 2**20
+    assert rss[-1] - rss[1] < max(2.0, 0.5 * corpus_mb), (rss, corpus_mb)

@@ -12,8 +12,8 @@ A language is a folder ``grammars/<lang>/`` holding
 Adding a language needs no Python: add the folder and pin the wheel in pyproject.toml.
 
 Parsing one file (:func:`parse`):
-  1. parse with tree-sitter, fed from a callable so a progress callback can cancel it after
-     ``timeout_s`` (tree-sitter 0.26 has no other time bound);
+  1. parse with tree-sitter (from bytes; with ``timeout_s``, fed from a callable so a progress
+     callback can cancel it -- tree-sitter 0.26 has no other in-process time bound);
   2. one iterative cursor walk collects the leaves (byte start/end) and the maximum depth; a tree
      deeper than ``max_depth`` is refused (queries on a 100k-deep tree take minutes);
   3. if the tree has errors, an ERROR/MISSING query gives the error byte ranges;
@@ -96,6 +96,7 @@ class Grammar:
     fingerprint: str  # sha256 over language.toml, the query files and the grammar wheel version
     language: ts.Language = field(repr=False)
     queries: dict[str, ts.Query] = field(repr=False)
+    needs_text: bool = False  # a query uses a text predicate (#eq?, #match?, ...)
 
 
 REQUIRED_TOML_KEYS = ("module", "extensions", "line_comment", "scope_order")
@@ -146,6 +147,7 @@ def load_grammar(name: str) -> Grammar:
         fingerprint=h.hexdigest(),
         language=language,
         queries=queries,
+        needs_text=any("(#" in (folder / f"{qk}.scm").read_text(encoding="utf-8") for qk in QUERY_FILES),
     )
 
 
@@ -235,25 +237,39 @@ def _isin_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.isin(a[:, 0] << 32 | a[:, 1], b[:, 0] << 32 | b[:, 1])
 
 
-def parse(lang: str, source: bytes, *, timeout_s: float = 10.0, max_depth: int = 1500) -> ParsedFile:
-    """Parse `source` (bytes) as `lang`. Raises SkipFile('parse_timeout' | 'too_deep')."""
+def parse(lang: str, source: bytes, *, timeout_s: float | None = None, max_depth: int = 1500) -> ParsedFile:
+    """Parse `source` (bytes) as `lang`. Raises SkipFile('too_deep'), and 'parse_timeout' when a
+    `timeout_s` is given.
+
+    With ``timeout_s=None`` (the default, and what ``codept prepare`` uses: its workers are killed
+    after their own timeout) tree-sitter parses the bytes directly. With a timeout, the source must
+    be fed through a callable (tree-sitter 0.26 ignores the progress callback for bytes), and
+    py-tree-sitter 0.26 then leaks a reference to every chunk it reads: each timed parse keeps its
+    source alive for the life of the process. Use it for one-off parses, not for a corpus loop.
+    """
     g = load_grammar(lang)
     parser = _parser(lang)
     t0 = time.perf_counter()
-    deadline = t0 + timeout_s
     n = len(source)
-    # small chunks: a text predicate (#eq?, #match?) on a tree parsed from a callable re-reads the
-    # source through it from the node's start; 1 MiB chunks made predicates 75x slower
-    chunk = 1024
+    if timeout_s is None:
+        tree = parser.parse(source)
+    else:
+        deadline = t0 + timeout_s
+        chunk = 1 << 20  # few read calls: each one leaks its chunk
 
-    def read(offset: int, _point) -> bytes:
-        return source[offset : offset + chunk] if offset < n else b""
+        def read(offset: int, _point) -> bytes:
+            return source[offset : offset + chunk] if offset < n else b""
 
-    try:
-        tree = parser.parse(read, progress_callback=lambda *_: time.perf_counter() > deadline)
-    except ValueError as e:  # cancelled by the progress callback
-        parser.reset()  # else the NEXT parse resumes this cancelled one and returns its tree
-        raise SkipFile("parse_timeout", f"> {timeout_s:g}s for {n} bytes") from e
+        try:
+            tree = parser.parse(read, progress_callback=lambda *_: time.perf_counter() > deadline)
+        except ValueError as e:  # cancelled by the progress callback
+            parser.reset()  # else the NEXT parse resumes this cancelled one and returns its tree
+            raise SkipFile("parse_timeout", f"> {timeout_s:g}s for {n} bytes") from e
+        if g.needs_text:
+            # a tree parsed from a callable has no text: text predicates (#eq?, #match?) would
+            # re-read the source through the callable from every node's start. A re-parse from bytes
+            # reusing the whole tree (old_tree, no edits) costs ~12% of a parse.
+            tree = parser.parse(source, old_tree=tree)
     t1 = time.perf_counter()
     root = tree.root_node
 

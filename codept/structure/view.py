@@ -168,7 +168,7 @@ def resolve_identifiers(parsed: grammar.ParsedFile, data: bytes, scope_order: st
     return idents, [n.decode("utf-8", "replace") for n in names]
 
 
-def build_view(path: str, lang: str, text: str, tokenizer, *, timeout_s: float = 10.0,
+def build_view(path: str, lang: str, text: str, tokenizer, *, timeout_s: float | None = None,
                max_depth: int = 1500) -> CodeView:
     """Build the view of one decoded source file. Raises grammar.SkipFile for refused input."""
     data = text.encode("utf-8")
