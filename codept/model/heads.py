@@ -1,0 +1,257 @@
+"""Heads: hidden states (B, T, C) + the batch -> (loss_sum, n_valid), one per objective family.
+
+Every head returns the SUM of its per-record losses and the number of records that carried a
+label; the trainer divides by the count summed over the whole optimizer step (all micro-batches,
+all ranks), so packing and gradient accumulation do not change what the loss means. A record
+labelled IGNORE (-100; pointer -1) contributes neither. Batches are the padded layout of
+codept.data.collate:
+
+  head              reads                      a record is            loss
+  LMHead (mlm)      labels.<name> (B, T)       a labelled token       CE over the tied vocabulary
+  LMHead (lm)       labels.<name> (B, T)       a token whose previous token is in the same document
+  TokenClassifier   labels.<name> (B, T)       a labelled token       CE over n_classes (RTD: 2)
+  PairClassifier    scalar.<name> (B, D)       a labelled document    CE on its first token (NSP/SOP)
+  PointerHead       ptr.<name> (B, K, 2)       a pair (src, dst)      CE over dst's document + "none"
+  ContrastiveHead   scalar.<name> (B, D)       a matched pair         symmetric in-batch InfoNCE
+
+Algorithms:
+  1. LMHead is BERT's MLM head (dense, GELU, LayerNorm, decoder tied to ``embed.tokens`` + bias),
+     applied only at labelled positions (logits for ~15% of tokens, not all). With ``causal=True``
+     the label of token t is predicted from hidden state t-1, and only when t-1 and t belong to the
+     same document: a shift never crosses a packing boundary. labels.lm holds UNshifted targets
+     (usually the input ids themselves; IGNORE where no prediction is wanted).
+  2. PairClassifier pools each document by its first token (positions restart at 0 per document,
+     BERT's CLS position) through dense + tanh (BERT's pooler), then a linear classifier.
+  3. PointerHead scores every candidate key j of the source's document with a bilinear form
+     (W_q h_src) . (W_k h_j) / sqrt(C), plus a learned score for "no target" (dst = -1); records
+     with src = -1 are padding.
+  4. ContrastiveHead mean-pools each document, L2-normalises, and matches documents by their scalar
+     value ``2 * pair_id + side`` (side 0 = e.g. code, 1 = doc). Every matched pair is scored against
+     all other-side documents of the batch (in-batch negatives), both directions, temperature tau.
+Cost: LM heads O(N_labelled V C); pointer O(K T C) per row; contrastive O(M^2 C) for M documents.
+Selecting labelled positions by boolean index costs one host-device sync per head and step.
+Not covered: the varlen layout; negatives gathered across data-parallel ranks (the contrastive loss of
+a pair depends on its micro-batch, so its sum over micro-batches is not a full-batch loss).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from codept.data.example import IGNORE
+from codept.model.transformer import Transformer
+
+
+def _zero_loss(*tensors: torch.Tensor) -> torch.Tensor:
+    """A 0 connected to the graph: a head without records this micro-batch still yields (zero)
+    gradients for its parameters, which data-parallel reductions expect."""
+    return sum(t.sum() for t in tensors) * 0.0
+
+
+def _init(module: nn.Module, std: float) -> None:
+    """BERT's initialisation for a head's own layers (the tied decoder is left alone)."""
+    for m in module.modules():
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, std=std)
+            nn.init.zeros_(m.bias)
+
+
+class LMHead(nn.Module):
+    """Masked (causal=False) or causal (causal=True) language modelling over the tied vocabulary."""
+
+    def __init__(self, model: Transformer, label: str = "mlm", causal: bool = False):
+        super().__init__()
+        cfg = model.config
+        self.label, self.causal = label, causal
+        self.field = f"labels.{label}"
+        self.dense = nn.Linear(cfg.hidden, cfg.hidden)
+        self.norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
+        self.decoder_weight = model.embed.tokens.weight  # tied: the same Parameter as the input table
+        self.bias = nn.Parameter(torch.zeros(cfg.vocab_size))
+        _init(self, cfg.init_std)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """(..., C) -> (..., V)"""
+        return F.linear(self.norm(F.gelu(self.dense(hidden))), self.decoder_weight, self.bias)
+
+    def targets(self, batch: dict) -> torch.Tensor:
+        """(B, T) target of each hidden state; for causal LM the next token's label within its document."""
+        labels = batch[self.field]  # (B, T)
+        if not self.causal:
+            return labels
+        seg = batch["segment_ids"]
+        same_doc = (seg[:, 1:] == seg[:, :-1]) & (seg[:, :-1] != 0)  # (B, T-1): t and t+1 in one document
+        nxt = torch.where(same_doc, labels[:, 1:], torch.full_like(labels[:, 1:], IGNORE))
+        return torch.cat([nxt, torch.full_like(labels[:, :1], IGNORE)], dim=1)  # last token predicts nothing
+
+    def forward(self, hidden: torch.Tensor, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        targets = self.targets(batch)  # (B, T)
+        valid = targets != IGNORE
+        logits = self.logits(hidden[valid])  # (N, V): only labelled positions
+        if logits.shape[0] == 0:
+            return _zero_loss(logits, self.bias), valid.sum()
+        return F.cross_entropy(logits.float(), targets[valid], reduction="sum"), valid.sum()
+
+
+class TokenClassifier(nn.Module):
+    """Per-token classification (ELECTRA's replaced-token detection: 2 classes)."""
+
+    def __init__(self, model: Transformer, label: str = "rtd", n_classes: int = 2):
+        super().__init__()
+        cfg = model.config
+        self.label, self.field = label, f"labels.{label}"
+        self.dense = nn.Linear(cfg.hidden, cfg.hidden)
+        self.out = nn.Linear(cfg.hidden, n_classes)
+        _init(self, cfg.init_std)
+
+    def forward(self, hidden: torch.Tensor, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        labels = batch[self.field]  # (B, T)
+        valid = labels != IGNORE
+        logits = self.out(F.gelu(self.dense(hidden[valid])))  # (N, n_classes)
+        if logits.shape[0] == 0:
+            return _zero_loss(logits), valid.sum()
+        return F.cross_entropy(logits.float(), labels[valid], reduction="sum"), valid.sum()
+
+
+def first_tokens(segment_ids: torch.Tensor, n_docs: int) -> torch.Tensor:
+    """(B, D) row index of the first token of documents 1..D of each row; T where a row has fewer."""
+    b, t = segment_ids.shape
+    idx = torch.arange(t, device=segment_ids.device).expand(b, t)
+    first = torch.full((b, n_docs + 1), t, dtype=torch.long, device=segment_ids.device)
+    seg = segment_ids.long().clamp(max=n_docs)  # documents beyond D carry no label here
+    first.scatter_reduce_(1, seg, idx, reduce="amin")
+    return first[:, 1:]
+
+
+class PairClassifier(nn.Module):
+    """Document-level classification on each document's first token (NSP/SOP); BERT pooler + linear."""
+
+    def __init__(self, model: Transformer, label: str = "sop", n_classes: int = 2):
+        super().__init__()
+        cfg = model.config
+        self.label, self.field = label, f"scalar.{label}"
+        self.pool = nn.Linear(cfg.hidden, cfg.hidden)
+        self.out = nn.Linear(cfg.hidden, n_classes)
+        _init(self, cfg.init_std)
+
+    def forward(self, hidden: torch.Tensor, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        labels = batch[self.field]  # (B, D), IGNORE-padded
+        b, t, c = hidden.shape
+        first = first_tokens(batch["segment_ids"], labels.shape[1])  # (B, D)
+        valid = (labels != IGNORE) & (first < t)
+        h = hidden.gather(1, first.clamp(max=t - 1)[..., None].expand(-1, -1, c))  # (B, D, C)
+        logits = self.out(torch.tanh(self.pool(h[valid])))  # (N, n_classes)
+        if logits.shape[0] == 0:
+            return _zero_loss(logits), valid.sum()
+        return F.cross_entropy(logits.float(), labels[valid], reduction="sum"), valid.sum()
+
+
+class PointerHead(nn.Module):
+    """Edges (src -> dst) scored by a bilinear form over the keys of src's document, or "none"."""
+
+    def __init__(self, model: Transformer, label: str = "edge"):
+        super().__init__()
+        cfg = model.config
+        self.label, self.field = label, f"ptr.{label}"
+        self.query = nn.Linear(cfg.hidden, cfg.hidden)
+        self.key = nn.Linear(cfg.hidden, cfg.hidden)
+        self.none = nn.Parameter(torch.zeros(()))  # score of "src has no target"
+        _init(self, cfg.init_std)
+
+    def forward(self, hidden: torch.Tensor, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        ptr = batch[self.field]  # (B, K, 2)
+        if ptr.dim() != 3 or ptr.shape[-1] != 2:
+            raise ValueError(f"{self.field} has shape {tuple(ptr.shape)}; PointerHead expects (B, K, 2) pairs")
+        b, t, c = hidden.shape
+        seg = batch["segment_ids"]  # (B, T)
+        src, dst = ptr[..., 0], ptr[..., 1]  # (B, K)
+        valid = src >= 0
+        s = src.clamp(min=0)
+        q = self.query(hidden).gather(1, s[..., None].expand(-1, -1, c))  # (B, K, C)
+        k = self.key(hidden)  # (B, T, C)
+        scores = (q @ k.transpose(1, 2)).float() / math.sqrt(c)  # (B, K, T)
+        same_doc = (seg.gather(1, s)[..., None] == seg[:, None, :]) & (seg[:, None, :] != 0)  # (B, K, T)
+        scores = scores.masked_fill(~same_doc, float("-inf"))
+        scores = torch.cat([scores, self.none.float().expand(b, scores.shape[1], 1)], dim=-1)  # (B, K, T+1)
+        target = torch.where(dst >= 0, dst, torch.full_like(dst, t))  # "none" is column T
+        if not bool(valid.any()):
+            return _zero_loss(q, k, self.none), valid.sum()
+        return F.cross_entropy(scores[valid], target[valid], reduction="sum"), valid.sum()
+
+
+class ContrastiveHead(nn.Module):
+    """In-batch InfoNCE between paired documents (code <-> docstring), mean-pooled."""
+
+    def __init__(self, model: Transformer, label: str = "pair", temperature: float = 0.05):
+        super().__init__()
+        if temperature <= 0:
+            raise ValueError(f"temperature={temperature} must be > 0")
+        self.label, self.field, self.temperature = label, f"scalar.{label}", temperature
+
+    def forward(self, hidden: torch.Tensor, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        keys = batch[self.field]  # (B, D): 2 * pair_id + side, IGNORE where unpaired
+        d = keys.shape[1]
+        seg = batch["segment_ids"]
+        member = (seg[..., None] == torch.arange(1, d + 1, device=seg.device)).to(hidden.dtype)  # (B, T, D)
+        count = member.sum(1)  # (B, D)
+        pooled = member.transpose(1, 2) @ hidden / count.clamp(min=1)[..., None]  # (B, D, C)
+        ok = (keys != IGNORE) & (count > 0)
+        z, key = F.normalize(pooled[ok].float(), dim=-1), keys[ok]  # (M, C), (M,)
+        side, pair = key % 2, key // 2
+        a, b = z[side == 0], z[side == 1]  # (Na, C), (Nb, C)
+        match = pair[side == 0][:, None] == pair[side == 1][None, :]  # (Na, Nb)
+        if bool((match.sum(0) > 1).any() or (match.sum(1) > 1).any()):
+            raise ValueError(f"{self.field}: a pair id occurs twice on one side of the batch")
+        ia, ib = match.nonzero(as_tuple=True)  # the matched pairs
+        if len(ia) == 0:
+            return _zero_loss(hidden), torch.zeros((), dtype=torch.long, device=hidden.device)
+        logits = a @ b.T / self.temperature  # (Na, Nb)
+        loss = F.cross_entropy(logits[ia], ib, reduction="sum") + F.cross_entropy(logits.T[ib], ia, reduction="sum")
+        return loss / 2, torch.tensor(len(ia), device=hidden.device)
+
+
+# name -> constructor(model, **options); the name is also the default label key.
+HEADS = {
+    "mlm": partial(LMHead, label="mlm", causal=False),
+    "lm": partial(LMHead, label="lm", causal=True),
+    "rtd": partial(TokenClassifier, label="rtd", n_classes=2),
+    "sop": partial(PairClassifier, label="sop", n_classes=2),
+    "nsp": partial(PairClassifier, label="nsp", n_classes=2),
+    "edge": partial(PointerHead, label="edge"),
+    "contrastive": partial(ContrastiveHead, label="pair"),
+}
+
+
+def build_head(name: str, model: Transformer, **options) -> nn.Module:
+    """The registered head `name` on `model`; `options` override its defaults (label, n_classes, ...)."""
+    if name not in HEADS:
+        raise KeyError(f"unknown head {name!r}; registered: {sorted(HEADS)}")
+    return HEADS[name](model, **options)
+
+
+class Pretrainer(nn.Module):
+    """The transformer plus named heads: batch -> {head name: (loss_sum, n_valid)}. One forward of
+    the encoder serves every head; the trainer normalises each head by its global count. A head whose
+    input (``head.field``, e.g. "labels.mlm") is absent from the batch yields a graph-connected 0 and
+    count 0, so every rank runs the same parameters whatever its micro-batch holds."""
+
+    def __init__(self, model: Transformer, heads: dict[str, nn.Module]):
+        super().__init__()
+        self.model = model
+        self.heads = nn.ModuleDict(heads)
+
+    def forward(self, batch: dict) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        hidden = self.model.encode(batch)  # (B, T, C)
+        out = {}
+        for name, head in self.heads.items():
+            if head.field in batch:
+                out[name] = head(hidden, batch)
+            else:
+                none = torch.zeros((), dtype=torch.long, device=hidden.device)
+                out[name] = (_zero_loss(hidden, *head.parameters()), none)
+        return out

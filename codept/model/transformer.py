@@ -1,0 +1,292 @@
+"""One transformer for encoders and decoders, driven by the one attention rule of codept.attention.
+
+    visible(q, k) = seg[q] == seg[k] != 0  and  (k <= q  or  prefix[k])
+
+The batch decides what the model is: ``prefix`` all True = bidirectional encoder (BERT), all False =
+causal decoder, a leading run of True = prefix-LM / UniLM / GLM part A; ``segment_ids`` keep packed
+documents apart and hide padding. The architecture is Hugging Face BERT's, so a model exports to and
+imports from ``transformers.BertModel`` by renaming parameters (codept.model.hf):
+post-LayerNorm blocks, exact (erf) GELU, learned absolute position embeddings indexed by the
+``positions`` tensor (restarting at 0 for every packed document), token-type embedding 0, LayerNorm
+eps from the config. The MLM decoder is tied to ``embed.tokens`` (codept.model.heads.LMHead).
+
+Algorithm (:meth:`Transformer.forward`), for a padded batch of B rows of T tokens, C = hidden:
+  1. x = LayerNorm(tokens[input_ids] + types[0] + positions[positions])          # (B, T, C)
+  2. The mask is built ONCE per forward from (segment_ids, prefix): a dense (B, T, T) bool for the
+     "reference" and "sdpa" paths, a FlexAttention BlockMask for "flex". A padding query (seg 0)
+     sees only itself, so no row is empty (no NaN) and every path gives the same numbers.
+  3. Each block: x = LN(x + Drop(Attn(x))); x = LN(x + Drop(W2 GELU(W1 x)))     # post-LN, as BERT
+Attention paths (equal within float tolerance; tests/test_model.py):
+  "reference" explicit softmax(QK^T / sqrt(d)) over the boolean mask; readable, O(B H T^2) memory.
+  "sdpa"      torch.nn.functional.scaled_dot_product_attention with the same boolean mask (default;
+              on GPU a fused memory-efficient kernel, on CPU the math kernel).
+  "flex"      torch.nn.attention.flex_attention with a block mask from segment ids + prefix; skips
+              fully hidden blocks (packed documents), compiled on CUDA. No attention dropout.
+Cost: ~6 N FLOPs per token for training (N = non-embedding parameters) plus 12 L C T for attention
+(:meth:`Transformer.flops_per_token`). Not covered: the padding-free varlen layout (cu_seqlens) of
+codept.data.collate, KV caches / generation, relative or rotary positions, pre-LN, MoE.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+import torch.utils.checkpoint
+from torch import nn
+
+ATTENTION_PATHS = ("reference", "sdpa", "flex")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shape and behaviour of a :class:`Transformer`; every field maps onto a transformers.BertConfig
+    field (codept.model.hf) except ``causal``, ``attention`` and ``checkpointing``."""
+
+    vocab_size: int = 16384  # token ids [0, vocab_size); >= the tokenizer's size (BertConfig.vocab_size)
+    hidden: int = 768  # C, model width (hidden_size)
+    layers: int = 12  # L, transformer blocks (num_hidden_layers)
+    heads: int = 12  # H, attention heads; hidden % heads == 0 (num_attention_heads)
+    intermediate: int = 3072  # MLP width (intermediate_size)
+    max_positions: int = 512  # rows of the position table: every position id must be < this
+    type_vocab_size: int = 2  # BERT's token-type table; codept always uses type 0
+    dropout: float = 0.1  # on embeddings, attention output and MLP output (hidden_dropout_prob)
+    attention_dropout: float = 0.1  # on attention probabilities (attention_probs_dropout_prob)
+    layer_norm_eps: float = 1e-12  # every LayerNorm (layer_norm_eps)
+    init_std: float = 0.02  # normal init of linear and embedding weights (initializer_range)
+    pad_id: int = 0  # the tokenizer's padding id (pad_token_id); never attended to (segment 0)
+    causal: bool = False  # what a batch WITHOUT `prefix` means: False = bidirectional, True = causal.
+    #                       A batch prefix always wins: the one rule, not the config, decides.
+    attention: str = "sdpa"  # default attention path: "reference" | "sdpa" | "flex"
+    checkpointing: bool = False  # recompute each block in backward (activation checkpointing)
+
+    def __post_init__(self):
+        for name in ("vocab_size", "hidden", "layers", "heads", "intermediate", "max_positions", "type_vocab_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"ModelConfig.{name}={getattr(self, name)} must be >= 1")
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden={self.hidden} is not divisible by heads={self.heads}")
+        if self.attention not in ATTENTION_PATHS:
+            raise ValueError(f"attention={self.attention!r}: expected one of {ATTENTION_PATHS}")
+        for name in ("dropout", "attention_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"ModelConfig.{name}={getattr(self, name)} must be in [0, 1)")
+
+
+def configure(cfg: ModelConfig, **overrides) -> ModelConfig:
+    """`cfg` with fields replaced; an unknown key is an error that lists the known ones."""
+    known = {f.name for f in dataclasses.fields(ModelConfig)}
+    bad = sorted(set(overrides) - known)
+    if bad:
+        raise TypeError(f"ModelConfig has no fields {bad}; it has {sorted(known)}")
+    return dataclasses.replace(cfg, **overrides)
+
+
+# Presets: plain functions named for size and hardware; keyword overrides (e.g. the tokenizer's vocab_size).
+def tiny(**overrides) -> ModelConfig:
+    """Unit tests: 2 layers of width 32, no dropout (outputs are deterministic)."""
+    base = ModelConfig(vocab_size=512, hidden=32, layers=2, heads=4, intermediate=64, max_positions=128,
+                       dropout=0.0, attention_dropout=0.0)
+    return configure(base, **overrides)
+
+
+def debug_cpu(**overrides) -> ModelConfig:
+    """A few CPU minutes with a falling loss: ~7.4 M parameters at vocab 16384 (4.2 M of them embeddings)."""
+    base = ModelConfig(vocab_size=16384, hidden=256, layers=4, heads=4, intermediate=1024, max_positions=512)
+    return configure(base, **overrides)
+
+
+def small_1xh200(**overrides) -> ModelConfig:
+    """BERT-base / CodeBERT shape on one H200: 12 x 768, ~125 M parameters at vocab 50304."""
+    base = ModelConfig(vocab_size=50304, hidden=768, layers=12, heads=12, intermediate=3072, max_positions=512)
+    return configure(base, **overrides)
+
+
+def base_8xh200(**overrides) -> ModelConfig:
+    """BERT-large shape for 8 H200s: 24 x 1024, 16 heads, 1024 positions, ~355 M parameters at vocab 50304."""
+    base = ModelConfig(vocab_size=50304, hidden=1024, layers=24, heads=16, intermediate=4096, max_positions=1024)
+    return configure(base, **overrides)
+
+
+PRESETS = {"tiny": tiny, "debug_cpu": debug_cpu, "small_1xh200": small_1xh200, "base_8xh200": base_8xh200}
+
+
+# ---------------------------------------------------------------------------------------------
+# The attention rule in torch
+
+
+def visibility(segment_ids: torch.Tensor, prefix: torch.Tensor) -> torch.Tensor:
+    """Boolean (B, T, T) mask, [b, q, k] True where query q may attend to key k: the rule of
+    codept.attention.visible, plus the diagonal for padding queries so that no row is empty."""
+    seg = segment_ids  # (B, T)
+    t = seg.shape[-1]
+    idx = torch.arange(t, device=seg.device)
+    causal = idx[None, :] <= idx[:, None]  # (T, T) [q, k]: k <= q
+    same = (seg[:, :, None] == seg[:, None, :]) & (seg[:, :, None] != 0)  # (B, T, T)
+    mask = same & (causal[None] | prefix[:, None, :].bool())
+    pad_self = (seg == 0)[:, :, None] & (idx[:, None] == idx[None, :])[None]  # padding query -> itself
+    return mask | pad_self
+
+
+def flex_block_mask(segment_ids: torch.Tensor, prefix: torch.Tensor):
+    """FlexAttention BlockMask of the same rule (plus the padding diagonal)."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    seg, pre = segment_ids, prefix.bool()
+    b, t = seg.shape
+
+    def rule(bi, h, q, k):
+        same = (seg[bi, q] == seg[bi, k]) & (seg[bi, q] != 0)
+        return (same & ((k <= q) | pre[bi, k])) | ((seg[bi, q] == 0) & (q == k))
+
+    return create_block_mask(rule, b, None, t, t, device=seg.device)
+
+
+_compiled_flex = None
+
+
+def _flex_attention(q, k, v, block_mask):
+    from torch.nn.attention.flex_attention import flex_attention
+
+    global _compiled_flex
+    if q.device.type != "cuda":  # eager flex: correct but slow; fine for tests
+        return flex_attention(q, k, v, block_mask=block_mask)
+    if _compiled_flex is None:
+        _compiled_flex = torch.compile(flex_attention)
+    return _compiled_flex(q, k, v, block_mask=block_mask)
+
+
+def attend(q, k, v, mask, path: str, dropout_p: float = 0.0) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d)) v over visible keys. q, k, v (B, H, T, D); mask (B, T, T) bool
+    (BlockMask for "flex"). Returns (B, H, T, D)."""
+    if path == "reference":
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])  # (B, H, T, T)
+        scores = scores.masked_fill(~mask[:, None], float("-inf"))  # no row is all -inf (padding diagonal)
+        probs = F.dropout(scores.softmax(dim=-1), p=dropout_p)
+        return probs @ v
+    if path == "sdpa":
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None], dropout_p=dropout_p)
+    if path == "flex":
+        if dropout_p > 0:
+            raise ValueError(f"attention='flex' has no attention dropout; got {dropout_p} (set attention_dropout=0)")
+        return _flex_attention(q, k, v, mask)
+    raise ValueError(f"attention path {path!r}: expected one of {ATTENTION_PATHS}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Modules (names map 1:1 onto transformers.BertModel; see codept.model.hf.HF_NAMES)
+
+
+class Embeddings(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.tokens = nn.Embedding(cfg.vocab_size, cfg.hidden)
+        self.positions = nn.Embedding(cfg.max_positions, cfg.hidden)
+        self.types = nn.Embedding(cfg.type_vocab_size, cfg.hidden)
+        self.norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        x = self.tokens(input_ids) + self.types.weight[0]  # (B, T, C); BERT's summation order
+        x = x + self.positions(positions)
+        return self.drop(self.norm(x))
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.heads = cfg.heads
+        self.dropout = cfg.attention_dropout
+        self.q = nn.Linear(cfg.hidden, cfg.hidden)
+        self.k = nn.Linear(cfg.hidden, cfg.hidden)
+        self.v = nn.Linear(cfg.hidden, cfg.hidden)
+        self.out = nn.Linear(cfg.hidden, cfg.hidden)
+
+    def forward(self, x: torch.Tensor, mask, path: str) -> torch.Tensor:
+        b, t, c = x.shape
+        # (B, T, C) -> (B, H, T, D)
+        q, k, v = (lin(x).view(b, t, self.heads, c // self.heads).transpose(1, 2) for lin in (self.q, self.k, self.v))
+        y = attend(q, k, v, mask, path, self.dropout if self.training else 0.0)  # (B, H, T, D)
+        return self.out(y.transpose(1, 2).reshape(b, t, c))  # (B, T, C)
+
+
+class Block(nn.Module):
+    """Post-LN transformer block (BERT): attention and MLP, each followed by residual + LayerNorm."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.attn = SelfAttention(cfg)
+        self.attn_norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
+        self.up = nn.Linear(cfg.hidden, cfg.intermediate)
+        self.down = nn.Linear(cfg.intermediate, cfg.hidden)
+        self.mlp_norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor, mask, path: str) -> torch.Tensor:
+        x = self.attn_norm(x + self.drop(self.attn(x, mask, path)))  # (B, T, C)
+        return self.mlp_norm(x + self.drop(self.down(F.gelu(self.up(x)))))  # (B, T, C)
+
+
+class Transformer(nn.Module):
+    """Token ids + the attention rule's inputs -> hidden states (B, T, C)."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.config = cfg
+        self.embed = Embeddings(cfg)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
+        self.apply(self._init)
+
+    def _init(self, m: nn.Module) -> None:  # BERT's initialisation
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=self.config.init_std)
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
+        if isinstance(m, nn.LayerNorm):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+
+    def forward(self, input_ids: torch.Tensor, segment_ids: torch.Tensor | None = None,
+                positions: torch.Tensor | None = None, prefix: torch.Tensor | None = None,
+                attention: str | None = None) -> torch.Tensor:
+        """input_ids, segment_ids, positions (B, T) long; prefix (B, T) bool. Missing segment_ids =
+        one document per row, missing positions = 0..T-1, missing prefix = ``not config.causal``.
+        ``attention`` overrides the config's path. Returns hidden states (B, T, C)."""
+        cfg = self.config
+        b, t = input_ids.shape
+        if t > cfg.max_positions and positions is None:
+            raise ValueError(f"{t} tokens per row but max_positions={cfg.max_positions}; pass positions or crop")
+        if segment_ids is None:
+            segment_ids = torch.ones_like(input_ids)
+        if positions is None:
+            positions = torch.arange(t, device=input_ids.device).expand(b, t)
+        if prefix is None:
+            prefix = torch.full((b, t), not cfg.causal, dtype=torch.bool, device=input_ids.device)
+        path = attention or cfg.attention
+        mask = flex_block_mask(segment_ids, prefix) if path == "flex" else visibility(segment_ids, prefix)
+        x = self.embed(input_ids, positions)  # (B, T, C)
+        for block in self.blocks:
+            if cfg.checkpointing and self.training:
+                x = torch.utils.checkpoint.checkpoint(block, x, mask, path, use_reentrant=False)
+            else:
+                x = block(x, mask, path)
+        return x
+
+    def encode(self, batch: dict, attention: str | None = None) -> torch.Tensor:
+        """Hidden states (B, T, C) of a padded batch from codept.data.collate."""
+        return self(batch["input_ids"], batch["segment_ids"], batch["positions"], batch["prefix"], attention)
+
+    def num_parameters(self, embeddings: bool = True) -> int:
+        n = sum(p.numel() for p in self.parameters())
+        if not embeddings:
+            n -= sum(p.numel() for p in self.embed.parameters())
+        return n
+
+    def flops_per_token(self, seq_len: int) -> float:
+        """Training FLOPs per token (forward + backward): 6 N for the weight matmuls plus
+        12 L C T for attention scores and values over the full T x T (PaLM appendix B). Heads excluded."""
+        cfg = self.config
+        return 6.0 * self.num_parameters(embeddings=False) + 12.0 * cfg.layers * cfg.hidden * seq_len

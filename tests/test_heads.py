@@ -1,0 +1,198 @@
+"""Heads: (loss_sum, n_valid) with IGNORE handling, document-local causal shifting, the registry."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from codept.data.collate import collate
+from codept.data.example import IGNORE
+from codept.data.pack import pack
+from codept.model import heads as H
+from codept.model import transformer as T
+from model_data import SEQ, real_examples
+
+
+@pytest.fixture(scope="module")
+def examples(byte_tok):
+    return real_examples(byte_tok)
+
+
+@pytest.fixture(scope="module")
+def rows(examples):
+    return pack(examples, SEQ, pad_id=0)
+
+
+@pytest.fixture(scope="module")
+def batch(rows):
+    return collate(rows)
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    return T.Transformer(T.tiny()).eval()
+
+
+def test_registry():
+    assert set(H.HEADS) == {"mlm", "lm", "rtd", "sop", "nsp", "edge", "contrastive"}
+    m = T.Transformer(T.tiny())
+    for name in H.HEADS:
+        assert isinstance(H.build_head(name, m), torch.nn.Module)
+    with pytest.raises(KeyError, match="unknown head"):
+        H.build_head("mlmm", m)
+    assert H.build_head("rtd", m, label="x", n_classes=3).out.out_features == 3
+
+
+def test_mlm_loss_is_sum_over_valid_tokens(model, batch):
+    head = H.build_head("mlm", model)
+    hidden = model.encode(batch)
+    loss_sum, n = head(hidden, batch)
+    labels = batch["labels.mlm"]
+    assert n.item() == int((labels != IGNORE).sum()) > 0
+    full = F.cross_entropy(head.logits(hidden).flatten(0, 1), labels.flatten(), ignore_index=IGNORE)  # token mean
+    assert abs(loss_sum.item() / n.item() - full.item()) < 1e-5
+    # a label at an IGNOREd position changes nothing; tokens at IGNOREd positions don't count
+    assert head.decoder_weight is model.embed.tokens.weight  # tied
+
+
+def test_micro_batches_add_up(model, rows):
+    """Sums and counts over micro-batches equal the full batch's: normalising by the global count
+    gives the full-batch token mean whatever the split."""
+    full = collate(rows)
+    head = H.build_head("mlm", model)
+    with torch.no_grad():
+        ls, n = head(model.encode(full), full)
+        parts = [collate(rows[i:i + 1]) for i in range(len(rows))]
+        outs = [head(model.encode(p), p) for p in parts]
+    assert sum(o[1].item() for o in outs) == n.item()
+    assert abs(sum(o[0].item() for o in outs) - ls.item()) < 1e-3
+
+
+def test_causal_shift_stays_inside_documents(model, rows, examples):
+    batch = collate(rows)
+    head = H.build_head("lm", model)
+    tgt = head.targets(batch)
+    seg, lab = batch["segment_ids"], batch["labels.lm"]
+    b, t = seg.shape
+    for i in range(b):
+        for j in range(t):
+            same = j + 1 < t and seg[i, j] != 0 and seg[i, j + 1] == seg[i, j]
+            assert tgt[i, j].item() == (lab[i, j + 1].item() if same else IGNORE)
+    # the packed loss is exactly the sum of each document's loss computed alone
+    with torch.no_grad():
+        ls, n = head(model.encode(batch), batch)
+        alone_sum, alone_n = 0.0, 0
+        for ex in examples:
+            one = collate(pack([ex], SEQ, pad_id=0))
+            s, c = head(model.encode(one), one)
+            alone_sum, alone_n = alone_sum + s.item(), alone_n + c.item()
+    causal_docs = [ex for ex in examples if (ex.labels["lm"] != IGNORE).any()]
+    assert n.item() == alone_n == sum(len(ex) - 1 for ex in causal_docs)
+    assert abs(ls.item() - alone_sum) < 1e-3
+
+
+def test_token_classifier_ignores(model, batch):
+    rtd = torch.where(batch["labels.mlm"] != IGNORE, 1, IGNORE)
+    rtd[:, :5] = 0
+    rtd[batch["segment_ids"] == 0] = IGNORE
+    b = dict(batch, **{"labels.rtd": rtd})
+    loss, n = H.build_head("rtd", model)(model.encode(b), b)
+    assert n.item() == int((rtd != IGNORE).sum()) and torch.isfinite(loss)
+
+
+def test_pair_classifier_reads_first_tokens(model, batch):
+    seg = batch["segment_ids"]
+    d = batch["scalar.sop"].shape[1]
+    first = H.first_tokens(seg, d)
+    for i in range(seg.shape[0]):
+        for s in range(d):
+            idx = torch.nonzero(seg[i] == s + 1)
+            assert first[i, s].item() == (idx[0].item() if len(idx) else seg.shape[1])
+            if len(idx):
+                assert batch["positions"][i, first[i, s]].item() == 0
+    head = H.build_head("sop", model)
+    loss, n = head(model.encode(batch), batch)
+    assert n.item() == int((batch["scalar.sop"] != IGNORE).sum()) == 7
+    lab = batch["scalar.sop"].clone()
+    lab[0, 0] = IGNORE
+    loss2, n2 = head(model.encode(batch), dict(batch, **{"scalar.sop": lab}))
+    assert n2.item() == n.item() - 1 and loss2.item() < loss.item()
+
+
+def test_pointer_head(model, batch):
+    ptr = batch["ptr.edge"]  # (B, K, 2), -1 padded
+    head = H.build_head("edge", model)
+    hidden = model.encode(batch)
+    loss, n = head(hidden, batch)
+    assert n.item() == int((ptr[..., 0] >= 0).sum()) == 7 * 4
+    assert torch.isfinite(loss) and loss.item() > 0
+    # by hand for one record: softmax over its document's tokens + "none"
+    b, k = 0, 0
+    src, dst = ptr[b, k].tolist()
+    seg = batch["segment_ids"][b]
+    cand = torch.nonzero(seg == seg[src]).squeeze(1)
+    s = (head.query(hidden[b, src]) @ head.key(hidden[b, cand]).T) / hidden.shape[-1] ** 0.5
+    s = torch.cat([s, head.none[None]])
+    target = (cand == dst).nonzero().item() if dst >= 0 else len(cand)
+    one = dict(batch, **{"ptr.edge": ptr[:1, :1]}, segment_ids=batch["segment_ids"][:1])
+    l1, n1 = head(hidden[:1], one)
+    assert n1.item() == 1 and abs(l1.item() - F.cross_entropy(s[None], torch.tensor([target])).item()) < 1e-5
+    with pytest.raises(ValueError, match=r"\(B, K, 2\)"):
+        head(hidden, dict(batch, **{"ptr.edge": ptr[..., 0]}))
+
+
+def test_contrastive_head(model, rows):
+    batch = collate(rows)
+    pair = batch["scalar.pair"].clone()  # document i of the examples carries value i
+    # documents 0,1 -> pair 0 (side 0, 1); 2,3 -> pair 1; 4 -> side 0 of pair 2 with no partner; 5,6 unpaired
+    remap = {0: 0, 1: 1, 2: 2, 3: 3, 4: 4, 5: IGNORE, 6: IGNORE}
+    pair = pair.apply_(lambda v: remap.get(v, v))
+    b = dict(batch, **{"scalar.pair": pair})
+    head = H.build_head("contrastive", model)
+    hidden = model.encode(b)
+    loss, n = head(hidden, b)
+    assert n.item() == 2 and torch.isfinite(loss)
+    # identical embeddings on both sides of every pair and orthogonal otherwise: loss ~ 0
+    c = hidden.shape[-1]
+    fake = torch.zeros_like(hidden)
+    seg = b["segment_ids"]
+    for i in range(seg.shape[0]):
+        for d in range(pair.shape[1]):
+            v = pair[i, d].item()
+            if v != IGNORE:
+                fake[i, seg[i] == d + 1, (v // 2) % c] = 1.0
+    l0, n0 = head(fake, b)
+    assert n0.item() == 2 and l0.item() < 1e-6
+    dup = pair.clone()
+    dup[dup == 2] = 0  # pair id 0 twice on side 0
+    with pytest.raises(ValueError, match="twice"):
+        head(hidden, dict(b, **{"scalar.pair": dup}))
+
+
+def test_pretrainer_all_heads_backward(batch):
+    torch.manual_seed(0)
+    m = T.Transformer(T.tiny())
+    heads = {name: H.build_head(name, m) for name in ("mlm", "lm", "sop", "edge", "contrastive", "rtd")}
+    model = H.Pretrainer(m, heads)
+    out = model(batch)  # no labels.rtd in this batch: zero loss, zero count, still in the graph
+    assert out["rtd"][1].item() == 0 and out["rtd"][0].item() == 0
+    assert all(n.item() > 0 for name, (_, n) in out.items() if name != "rtd")
+    total = sum(ls / n.clamp(min=1) for ls, n in out.values())
+    total.backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all(), name
+    assert model.heads["mlm"].bias.grad.abs().sum() > 0 and model.heads["edge"].none.grad.abs() > 0
+
+
+def test_empty_labels_give_zero_and_grads(model, batch):
+    b = dict(batch, **{"labels.mlm": torch.full_like(batch["labels.mlm"], IGNORE)})
+    head = H.build_head("mlm", model)
+    hidden = model.encode(b)
+    loss, n = head(hidden, b)
+    assert loss.item() == 0 and n.item() == 0
+    loss.backward()
+    assert head.dense.weight.grad is not None and head.dense.weight.grad.abs().sum() == 0
+    assert np.isfinite(loss.item())
