@@ -201,7 +201,8 @@ def _code_fingerprint() -> bytes:
     """The code that turns an input into a view, so a development checkout never serves stale views."""
     pkg = Path(__file__).resolve().parent
     h = hashlib.sha256()
-    for f in sorted([*pkg.glob("structure/*.py"), *pkg.glob("data/*.py"), pkg / "prepare.py"]):
+    data = [pkg / "data" / f"{m}.py" for m in ("sources", "records", "redact", "dedup")]
+    for f in sorted([*pkg.glob("structure/*.py"), *data, pkg / "prepare.py", pkg / "tokenizer.py"]):
         h.update(f.read_bytes())
     return h.digest()
 

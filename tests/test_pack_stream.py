@@ -241,3 +241,18 @@ def test_prepared_views_to_batches_end_to_end(tmp_path):
     lab = batch["labels.mlm"]
     assert ((lab != IGNORE).sum() / (batch["segment_ids"] > 0).sum()).item() > 0.1
     assert "ptr.span" in batch
+
+
+def test_rows_from_different_objectives_collate_together():
+    """A buffer with no pointer-carrying document still gives a 2-D empty ptr array, and rows
+    without a field collate with rows that have it."""
+    plain = Example(np.arange(5, 15, dtype=np.int32), np.ones(10, bool), {"mlm": np.full(10, IGNORE, np.int32)})
+    spans = Example(np.arange(5, 12, dtype=np.int32), np.ones(7, bool), {"mlm": np.full(7, IGNORE, np.int32)},
+                    {"span": np.array([[1, 2], [4, 4]])})
+    rows_a = pack([plain, spans, plain], 12, pad_id=0)
+    assert all(r["ptr.span"].shape[1:] == (2,) for r in rows_a)
+    rows_b = pack([plain], 12, pad_id=0)  # no pointers at all in this buffer
+    assert "ptr.span" not in rows_b[0]
+    for varlen in (False, True):
+        b = collate(rows_a + rows_b, varlen=varlen)
+        assert b["ptr.span"].shape[-1] == 2

@@ -27,7 +27,29 @@ def collate(rows: list[dict], varlen: bool = False) -> dict[str, torch.Tensor]:
     return _varlen(rows) if varlen else _padded(rows)
 
 
+def _fill(rows: list[dict]) -> list[dict]:
+    """Rows packed from different buffers may lack a field another row has (a buffer without any
+    span-masking document has no ``ptr.span``): add it empty (labels IGNORE, no pointer records)."""
+    keys = {k for r in rows for k in r}
+    if all(len(r) == len(keys) for r in rows):
+        return rows
+    like = {k: next(r[k] for r in rows if k in r) for k in keys}
+    out = []
+    for r in rows:
+        r = dict(r)
+        for k in keys - r.keys():
+            if k.startswith("labels."):
+                r[k] = np.full(len(r["input_ids"]), IGNORE, dtype=np.int32)
+            elif k.startswith(("ptr.", "ptr_seg.", "scalar.")):
+                r[k] = np.zeros((0, *like[k].shape[1:]), dtype=like[k].dtype)
+            else:
+                raise KeyError(f"collate: row without {k!r}")
+        out.append(r)
+    return out
+
+
 def _padded(rows: list[dict]) -> dict[str, torch.Tensor]:
+    rows = _fill(rows)
     out: dict[str, torch.Tensor] = {}
     for k in rows[0]:
         vals = [r[k] for r in rows]
@@ -47,6 +69,7 @@ def _padded(rows: list[dict]) -> dict[str, torch.Tensor]:
 
 
 def _varlen(rows: list[dict]) -> dict[str, torch.Tensor]:
+    rows = _fill(rows)
     keep = [r["segment_ids"] > 0 for r in rows]
     out: dict[str, torch.Tensor] = {}
     seg_base, tok_base = [], []

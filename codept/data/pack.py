@@ -75,12 +75,12 @@ def pack(examples: list[Example], seq_len: int, pad_id: int, long: str = "split"
     docs = split_long(examples, seq_len, long)
     bins = best_fit([len(d) for d in docs], seq_len)
     label_keys = sorted({k for d in docs for k in d.labels})
-    ptr_keys = sorted({k for d in docs for k in d.pointers})
+    ptr_tails = {k: p.shape[1:] for d in docs for k, p in d.pointers.items()}  # record shape per key
     scalar_keys = sorted({k for d in docs for k in d.scalars})
-    return [_row([docs[i] for i in b], seq_len, pad_id, label_keys, ptr_keys, scalar_keys) for b in bins]
+    return [_row([docs[i] for i in b], seq_len, pad_id, label_keys, ptr_tails, scalar_keys) for b in bins]
 
 
-def _row(docs: list[Example], seq_len: int, pad_id: int, label_keys, ptr_keys, scalar_keys) -> dict:
+def _row(docs: list[Example], seq_len: int, pad_id: int, label_keys, ptr_tails, scalar_keys) -> dict:
     row = {
         "input_ids": np.full(seq_len, pad_id, dtype=np.int32),
         "segment_ids": np.zeros(seq_len, dtype=np.int32),
@@ -89,6 +89,7 @@ def _row(docs: list[Example], seq_len: int, pad_id: int, label_keys, ptr_keys, s
     }
     for k in label_keys:
         row[f"labels.{k}"] = np.full(seq_len, IGNORE, dtype=np.int32)
+    ptr_keys = sorted(ptr_tails)
     ptrs: dict[str, list] = {k: [] for k in ptr_keys}
     ptr_segs: dict[str, list] = {k: [] for k in ptr_keys}
     off = 0
@@ -108,9 +109,7 @@ def _row(docs: list[Example], seq_len: int, pad_id: int, label_keys, ptr_keys, s
                 ptr_segs[k].append(np.full(len(p), seg, dtype=np.int32))
         off += n
     for k in ptr_keys:
-        shapes = [d.pointers[k].shape[1:] for d in docs if k in d.pointers]
-        tail = shapes[0] if shapes else ()
-        row[f"ptr.{k}"] = np.concatenate(ptrs[k]).astype(np.int64) if ptrs[k] else np.zeros((0, *tail), np.int64)
+        row[f"ptr.{k}"] = np.concatenate(ptrs[k]).astype(np.int64) if ptrs[k] else np.zeros((0, *ptr_tails[k]), np.int64)
         row[f"ptr_seg.{k}"] = np.concatenate(ptr_segs[k]) if ptr_segs[k] else np.zeros(0, np.int32)
     for k in scalar_keys:
         row[f"scalar.{k}"] = np.array([d.scalars.get(k, IGNORE) for d in docs], dtype=np.int64)
