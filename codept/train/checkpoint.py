@@ -1,0 +1,345 @@
+"""Crash-safe checkpoints: DeepSpeed engine state + per-rank data-stream state, RNG and run config,
+published by an atomic ``latest`` marker only once every rank's files are complete.
+
+DeepSpeed alone (FINDINGS.md) lets rank 0 write ``latest`` before the other ranks finish, with no temp
+file or fsync, and saves no RNG and no per-rank client state; a kill during a save then leaves
+``latest`` naming a broken checkpoint. Layout written here::
+
+    OUT/latest                      the tag, e.g. "step00000008" (same format as DeepSpeed's, so its
+                                    tools such as zero_to_fp32.py read it)
+    OUT/step00000008/               DeepSpeed's files (model states, zero_pp_rank_<r>_..._optim_states)
+                     rank<r>.pt     this rank's client state (data-stream state_dict ...), RNG, config
+                     rank<r>.json   this rank's manifest: size + sha256 of every file the rank wrote
+
+:func:`save` (ALL ranks call it, like ``engine.save_checkpoint``):
+  1. rank 0 draws a save id and broadcasts it; each rank deletes its own stale ``rank<r>.json``.
+  2. ``engine.save_checkpoint(OUT, tag, save_latest=False)`` on every rank, with DeepSpeed's
+     checkpoint engine wrapped to record which files THIS rank writes; each is fsynced.
+  3. ``rank<r>.pt`` (temp + fsync + rename), then ``rank<r>.json`` listing size and sha256 of the rank's
+     files and the save id (temp + fsync + rename, directory fsynced).
+  4. Barrier. Rank 0 reads every ``rank<i>.json`` (i < world), checks the save id and that every
+     listed file exists with its size, then writes ``latest.tmp``, fsyncs it, ``os.replace``s it onto
+     ``latest`` and fsyncs ``OUT``. Optionally deletes all but the newest ``keep_last`` checkpoints.
+  5. Rank 0's verdict is broadcast; every rank raises if it failed. A kill anywhere before the rename
+     leaves ``latest`` on the previous complete checkpoint.
+:func:`load` (all ranks): reads ``latest``; refuses when the world size differs from the one that
+saved (the stream is sharded per rank and ZeRO partitions optimizer state per rank); each rank checks
+every file's size and its own files' sha256 (failures gathered so all ranks raise together);
+``engine.load_checkpoint``; returns a :class:`Resume` with the rank's client state and RNG.
+
+RNG must be restored AFTER the data iterator exists: creating a torch DataLoader iterator draws from
+torch's global RNG, which the uninterrupted run did once at its start. :func:`resume_iterator` does it
+in the right order (fetch the first item, then :func:`restore_rng`); call it, or ``restore_rng``
+yourself at that moment, and before the first forward.
+
+Cost: one extra read of each rank's own files for the hash (about 1 GB/s); small JSON/pickle files.
+NOT covered: node-local (non-shared) checkpoint storage (rank 0 checks the other ranks' files on
+disk), DeepSpeed's decoupled/async checkpoint engines (refused), resuming with another world size
+(refused; convert with DeepSpeed's zero_to_fp32 and start a new run from the weights).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import random
+import re
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import numpy as np
+import torch
+
+from codept.train import engine as E
+
+FORMAT = 1
+TAG_RE = re.compile(r"^step(\d+)$")
+
+
+def tag_for(step: int) -> str:
+    return f"step{step:08d}"
+
+
+# ------------------------------------------------------------------------------------------------
+# RNG
+
+
+def seed_all(seed: int, rank: int = 0) -> None:
+    """Seed python, numpy and torch (CPU + CUDA) from (seed, rank). Call with rank=0 on every rank
+    before building the model (identical init everywhere; ZeRO-3 needs it), then with the real rank
+    (distinct dropout streams per rank)."""
+    s = int(np.random.SeedSequence([seed, rank]).generate_state(1)[0])
+    random.seed(s)
+    np.random.seed(s)
+    torch.manual_seed(s)  # also seeds every CUDA device
+
+
+def capture_rng() -> dict:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state()  # the current device: one device per rank
+    return state
+
+
+def restore_rng(state: dict) -> None:
+    """Restore what :func:`capture_rng` saved (see the module docstring for WHEN)."""
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
+
+
+# ------------------------------------------------------------------------------------------------
+# files
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def latest_tag(out: str | os.PathLike) -> str | None:
+    p = Path(out) / "latest"
+    if not p.is_file():
+        return None
+    tag = p.read_text().strip()
+    if not tag or "/" in tag or tag in (".", ".."):
+        raise ValueError(f"{p}: holds {tag!r}, not a checkpoint tag")
+    return tag
+
+
+def read_manifests(tag_dir: Path) -> dict[int, dict]:
+    out = {}
+    for p in tag_dir.glob("rank*.json"):
+        m = re.fullmatch(r"rank(\d+)\.json", p.name)
+        if m:
+            out[int(m.group(1))] = json.loads(p.read_text())
+    return out
+
+
+def check_files(tag_dir: Path, manifest: dict, hashes: bool) -> list[str]:
+    """Problems with the files a rank manifest lists (missing, wrong size, wrong sha256)."""
+    bad = []
+    for name, meta in manifest["files"].items():
+        p = tag_dir / name
+        if not p.is_file():
+            bad.append(f"{p}: missing (rank {manifest['rank']} wrote it)")
+        elif p.stat().st_size != meta["size"]:
+            bad.append(f"{p}: {p.stat().st_size} bytes, manifest of rank {manifest['rank']} says {meta['size']}")
+        elif hashes and _sha256(p) != meta["sha256"]:
+            bad.append(f"{p}: sha256 differs from the manifest of rank {manifest['rank']}")
+    return bad
+
+
+# ------------------------------------------------------------------------------------------------
+# save
+
+
+def _config_dict(config):
+    if config is None:
+        return None
+    return config.to_dict() if hasattr(config, "to_dict") else dict(config)
+
+
+def save(engine, out: str | os.PathLike, step: int, client_state: dict, *, config=None,
+         keep_last: int = 0) -> Path:
+    """Checkpoint after optimizer step ``step`` (all ranks call it; see the module docstring).
+    ``client_state``: THIS rank's state, e.g. ``{"stream": stream.state_dict()}``; ``config``: the
+    RunConfig (saved in every rank file and manifest). Returns the checkpoint folder. Saving a step
+    that ``latest`` already names is a no-op (the state is the same by construction)."""
+    out = Path(out)
+    ce = engine.checkpoint_engine
+    if ce.is_decoupled():
+        raise ValueError(f"checkpoint engine {type(ce).__name__} is decoupled (async): codept.train.checkpoint "
+                         "needs the files written when save_checkpoint returns; use the default torch engine")
+    tag = tag_for(step)
+    tag_dir = out / tag
+    if latest_tag(out) == tag:
+        E.barrier()
+        return tag_dir
+    r, world = E.rank(), E.world_size()
+    save_id = E.broadcast_object(uuid.uuid4().hex if r == 0 else None)
+    tag_dir.mkdir(parents=True, exist_ok=True)
+    (tag_dir / f"rank{r}.json").unlink(missing_ok=True)
+
+    # 2. DeepSpeed's files, recording which ones this rank writes
+    written: list[Path] = []
+    had_own = "save" in ce.__dict__
+    orig = ce.save
+
+    def recording_save(state_dict, path):
+        orig(state_dict, path)
+        written.append(Path(path))
+
+    ce.save = recording_save
+    try:
+        engine.save_checkpoint(str(out), tag=tag, client_state={"codept_step": step}, save_latest=False)
+    finally:
+        if had_own:
+            ce.save = orig
+        else:
+            del ce.save
+    for p in written:
+        _fsync_file(p)
+
+    # 3. this rank's state and manifest
+    cfg = _config_dict(config)
+    own = tag_dir / f"rank{r}.pt"
+    state = {"format": FORMAT, "step": step, "tag": tag, "rank": r, "world": world, "save_id": save_id,
+             "client_state": client_state, "rng": capture_rng(), "config": cfg}
+    tmp = own.with_name(own.name + ".tmp")
+    torch.save(state, tmp)
+    _fsync_file(tmp)
+    os.replace(tmp, own)
+    files = {}
+    for p in [*written, own]:
+        name = os.path.relpath(p, tag_dir)
+        files[name] = {"size": p.stat().st_size, "sha256": _sha256(p)}
+    manifest = {"format": FORMAT, "step": step, "tag": tag, "rank": r, "world": world, "save_id": save_id,
+                "files": files, "config": cfg}
+    _atomic_write_bytes(tag_dir / f"rank{r}.json", json.dumps(manifest, indent=1, sort_keys=True).encode())
+
+    # 4. all ranks done -> rank 0 verifies and publishes
+    E.barrier()
+    problems: list[str] = []
+    if r == 0:
+        manifests = read_manifests(tag_dir)
+        for i in range(world):
+            m = manifests.get(i)
+            if m is None:
+                problems.append(f"{tag_dir}/rank{i}.json missing")
+            elif m["save_id"] != save_id:
+                problems.append(f"{tag_dir}/rank{i}.json is from another save (id {m['save_id']} != {save_id})")
+            else:
+                problems += check_files(tag_dir, m, hashes=False)
+        if not problems:
+            _atomic_write_bytes(out / "latest", tag.encode())
+            if keep_last:
+                _prune(out, keep_last, tag)
+    problems = E.broadcast_object(problems)
+    E.barrier()
+    if problems:
+        raise RuntimeError(f"checkpoint {tag_dir} incomplete, `latest` not moved: " + "; ".join(problems))
+    return tag_dir
+
+
+def _prune(out: Path, keep_last: int, current: str) -> None:
+    tags = sorted((int(m.group(1)), p) for p in out.iterdir() if p.is_dir() and (m := TAG_RE.match(p.name)))
+    for _, p in tags[:-keep_last]:
+        if p.name != current:
+            shutil.rmtree(p, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# load
+
+
+@dataclass
+class Resume:
+    step: int
+    """Optimizer steps done; the next step to run is ``step`` (0-based) / ``step + 1`` (1-based)."""
+    tag: str
+    path: Path
+    client_state: dict
+    """This rank's client state as passed to :func:`save` (e.g. the data-stream state_dict)."""
+    rng: dict
+    """For :func:`restore_rng` / :func:`resume_iterator` (after the data iterator exists)."""
+    config: dict | None = None
+    world: int = 1
+    extra: dict = field(default_factory=dict)
+
+    def config_changes(self, config) -> dict:
+        """{field: (saved, now)} for the fields that differ from the saved run config."""
+        now, then = _config_dict(config) or {}, self.config or {}
+        return {k: (then.get(k), v) for k, v in now.items()
+                if k in then and _norm(then.get(k)) != _norm(v)} | {k: (then[k], None) for k in then if k not in now}
+
+
+def _norm(v):
+    return list(v) if isinstance(v, tuple) else v
+
+
+def load(engine, out: str | os.PathLike) -> Resume | None:
+    """Resume from ``OUT/latest`` (all ranks call it); None when there is no ``latest`` (fresh run).
+    Raises ValueError on a world-size change, RuntimeError on incomplete or corrupt files."""
+    out = Path(out)
+    tag = latest_tag(out)
+    if tag is None:
+        return None
+    tag_dir = out / tag
+    r, world = E.rank(), E.world_size()
+    manifests = read_manifests(tag_dir)
+    if 0 not in manifests:
+        raise RuntimeError(f"{out}/latest names {tag}, but {tag_dir}/rank0.json is missing")
+    saved_world, save_id = manifests[0]["world"], manifests[0]["save_id"]
+    if saved_world != world:
+        raise ValueError(f"checkpoint {tag_dir} was saved by {saved_world} data-parallel ranks, this job has "
+                         f"{world}: resuming needs the same world size (the data stream is sharded per rank "
+                         f"and ZeRO partitions optimizer state per rank). Relaunch with {saved_world} ranks, or "
+                         "start a new run (another out_dir) from the weights")
+    problems = []
+    for i in range(saved_world):
+        m = manifests.get(i)
+        if m is None or m["save_id"] != save_id:
+            problems.append(f"{tag_dir}/rank{i}.json missing or from another save")
+        else:
+            problems += check_files(tag_dir, m, hashes=(i == r))
+    problems = [p for ps in E.all_gather_object(problems) for p in ps]
+    if problems:
+        raise RuntimeError(f"checkpoint {tag_dir} (named by {out}/latest) fails verification: "
+                           + "; ".join(sorted(set(problems))))
+    path, _ = engine.load_checkpoint(str(out), tag=tag, load_optimizer_states=True, load_lr_scheduler_states=True)
+    if path is None:
+        raise RuntimeError(f"DeepSpeed could not load {tag_dir} (engine.load_checkpoint returned None)")
+    state = torch.load(tag_dir / f"rank{r}.pt", map_location="cpu", weights_only=False)
+    if state["rank"] != r or state["save_id"] != save_id:
+        raise RuntimeError(f"{tag_dir}/rank{r}.pt is for rank {state['rank']} / save {state['save_id']}")
+    E.barrier()
+    return Resume(step=int(state["step"]), tag=tag, path=tag_dir, client_state=state["client_state"],
+                  rng=state["rng"], config=state["config"], world=saved_world)
+
+
+def resume_iterator(iterable: Iterable, resume: Resume | None) -> Iterator:
+    """Start ``iterable`` (creating, e.g., its DataLoader iterator, which draws from torch's RNG), fetch
+    its first item, THEN restore the saved RNG; yields the first item and the rest. With
+    ``resume=None`` it only starts the iterator, so fresh and resumed runs draw the same way."""
+    it = iter(iterable)
+    first = next(it)
+    if resume is not None:
+        restore_rng(resume.rng)
+    return itertools.chain([first], it)

@@ -1,0 +1,351 @@
+"""The DeepSpeed engine and one optimizer step with loss normalised over the whole step.
+
+The ONLY module of codept that imports deepspeed. It sets ``TORCH_EXTENSIONS_DIR`` (if unset) to
+``~/.cache/codept/torch_extensions`` before the import, so the shared-memory comm op DeepSpeed builds
+with g++ on CPU (about a minute) is compiled once per machine.
+
+:func:`build_engine` (model, RunConfig, World) -> engine:
+  1. ``codept.train.config.derive`` gives the DeepSpeed dict (engine JSON + injected batch keys and
+     clipping), the AdamW hyper-parameters and the schedule.
+  2. A torch ``AdamW`` is built (DeepSpeed's FusedAdam would compile CUDA/C++ code first); when the
+     ds_config offloads the optimizer to CPU, DeepSpeed's ``DeepSpeedCPUAdam`` instead (DeepSpeed
+     refuses other optimizers with ZeRO-Offload; it compiles its cpu_adam op once, cached too).
+  3. A ``LambdaLR`` over ``config.lr_multiplier`` (warm-up + decay); DeepSpeed steps it after every
+     optimizer step and saves it in its checkpoint.
+  4. ``deepspeed.initialize(model, optimizer, lr_scheduler, config)``.
+
+:func:`train_step` (engine, k micro-batches, loss_fn) -> scalars. Every head h returns
+``(loss_sum S, n_valid n)``; the loss of the step is ``sum_h w_h * (sum of S_h over all micro-batches
+and ranks) / N_h`` with ``N_h`` the global count, so packing, accumulation and uneven ranks do not
+change what a token weighs. Algorithm:
+  1. ``count_fn`` counts each head's valid targets in each micro-batch from the batch alone (default:
+     ``labels.<h> != IGNORE``), before any forward; the per-head totals are summed over the k
+     micro-batches and all-reduced (SUM) over the data-parallel ranks: ``N_h``.
+  2. Micro-batch j on rank r runs ``loss_fn(engine, batch) -> {h: (S_hrj, n_hrj)}`` (n must equal the
+     count of step 1) and backpropagates ``L_rj = sum_h w_h * S_hrj * W * k / N_h``.
+     Why ``W * k``: DeepSpeed's ``engine.backward`` divides the loss by ``gradient_accumulation_steps``
+     (= k), gradients accumulate over the k micro-steps, and its data-parallel reduction AVERAGES over
+     the W ranks. So the gradient it applies is
+        (1/W) sum_r sum_j grad(L_rj / k) = (1/W)(1/k) * W*k * sum_h w_h/N_h sum_rj grad S_hrj
+                                         = sum_h w_h * grad(global S_h) / N_h,
+     the gradient of the global token mean, whatever the per-micro-batch counts. (Normalising each
+     micro-batch by its own count instead would weigh a token of a short micro-batch more.)
+  3. ``engine.step()`` after every backward (DeepSpeed updates only at the k-th); ``before_step``, if
+     given, runs after the last backward, before the update (gradients are complete there).
+  4. The detached ``S_h`` are all-reduced; the logged loss is ``global S_h / N_h`` (and the weighted
+     sum over heads).
+Cost: three all-reduces of a few float64 per step (head-set check, counts, sums), one host sync
+after the update, nothing per token. A head with N_h = 0 over the whole step contributes 0 (its loss
+is logged as nan). The heads' own n_valid are checked against count_fn after the step (all ranks
+raise together on a mismatch).
+
+Also here: :func:`init_distributed`, collectives for codept.train.checkpoint, :func:`full_params` /
+:func:`full_grads` (ZeRO-aware, for tests and export) and :func:`shutdown` (destroy the process group,
+delete this job's ``/dev/shm/deepspeed_allreduce_buffer_*`` file that DeepSpeed never deletes).
+
+NOT covered: pipeline / tensor / sequence parallelism (W = data-parallel ranks), fp16 loss-scale
+overflow bookkeeping in the logged loss, ``zero.Init`` for models too big to build on one rank,
+DeepSpeed's decoupled (async) checkpoint engines.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping
+
+os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "codept" / "torch_extensions"))
+
+import deepspeed  # noqa: E402  (the one import site; see module docstring)
+import deepspeed.comm as dist  # noqa: E402
+import torch  # noqa: E402
+
+from codept.data.example import IGNORE  # noqa: E402
+from codept.train.config import Plan, RunConfig, derive, lr_multiplier  # noqa: E402
+
+SHM_PREFIX = "/dev/shm/deepspeed_allreduce_buffer"
+
+HeadOut = tuple  # (loss_sum: Tensor (), n_valid: int | Tensor ())
+LossFn = Callable[[torch.nn.Module, dict], "Mapping[str, HeadOut] | HeadOut"]
+CountFn = Callable[[dict], "Mapping[str, int]"]
+
+
+@dataclass(frozen=True)
+class World:
+    rank: int
+    world_size: int
+    local_rank: int
+    backend: str
+
+
+def init_distributed(timeout_s: float = 1800.0) -> World:
+    """Join the process group the launcher (``deepspeed``/``torchrun``) set up: gloo on CPU, the
+    accelerator's backend (nccl) otherwise."""
+    from datetime import timedelta
+
+    from deepspeed.accelerator import get_accelerator
+
+    backend = "gloo" if get_accelerator().device_name() == "cpu" else None
+    deepspeed.init_distributed(dist_backend=backend, timeout=timedelta(seconds=timeout_s))
+    local = int(os.environ.get("LOCAL_RANK", 0))
+    if get_accelerator().device_name() != "cpu":
+        get_accelerator().set_device(local)
+    return World(rank=dist.get_rank(), world_size=dist.get_world_size(), local_rank=local,
+                 backend=backend or get_accelerator().communication_backend_name())
+
+
+class Schedule:
+    """Picklable lr multiplier (LambdaLR saves callable objects' __dict__ in its state)."""
+
+    def __init__(self, schedule: dict):
+        self.schedule = dict(schedule)
+
+    def __call__(self, step: int) -> float:
+        return lr_multiplier(step, self.schedule)
+
+
+def _offloads_optimizer(ds_config: dict) -> bool:
+    off = ds_config.get("zero_optimization", {}).get("offload_optimizer") or {}
+    return off.get("device", "none") in ("cpu", "nvme")
+
+
+def build_engine(model: torch.nn.Module, cfg: RunConfig, world: World, params=None, plan: Plan | None = None):
+    """DeepSpeed engine for ``model`` (see the module docstring). ``params``: parameters or param
+    groups for the optimizer (default ``model.parameters()``), e.g. to exempt norms from weight
+    decay. The derived :class:`~codept.train.config.Plan` is kept as ``engine.codept_plan``."""
+    plan = plan or derive(cfg, world.world_size)
+    o = plan.optimizer
+    params = list(model.parameters()) if params is None else params
+    if _offloads_optimizer(plan.ds_config):
+        from deepspeed.ops.adam import DeepSpeedCPUAdam
+
+        opt = DeepSpeedCPUAdam(params, lr=o["lr"], betas=o["betas"], eps=o["eps"], weight_decay=o["weight_decay"],
+                               adamw_mode=True)
+    else:
+        opt = torch.optim.AdamW(params, lr=o["lr"], betas=o["betas"], eps=o["eps"], weight_decay=o["weight_decay"])
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, Schedule(plan.schedule))
+    engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, lr_scheduler=sched, config=plan.ds_config)
+    engine.codept_plan = plan
+    return engine
+
+
+# ------------------------------------------------------------------------------------------------
+# one optimizer step
+
+
+def label_counts(batch: Mapping[str, torch.Tensor]) -> dict[str, int]:
+    """Default count_fn: head ``h`` counts ``labels.<h> != IGNORE``."""
+    return {k[len("labels."):]: int((v != IGNORE).sum()) for k, v in batch.items() if k.startswith("labels.")}
+
+
+def _to(batch: Mapping, device) -> dict:
+    return {k: (v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
+
+
+def dp_world_size(engine) -> int:
+    return int(getattr(engine, "dp_world_size", None) or dist.get_world_size())
+
+
+def _dp_group(engine):
+    return getattr(engine, "data_parallel_group", None)
+
+
+def train_step(engine, micro_batches: list[Mapping[str, torch.Tensor]], loss_fn: LossFn, *,
+               count_fn: CountFn = label_counts, heads: "list[str] | None" = None,
+               weights: Mapping[str, float] | None = None,
+               before_step: Callable[[object], None] | None = None) -> dict[str, float]:
+    """One optimizer step over k = len(micro_batches) micro-batches of this rank; see the module
+    docstring for the normalisation. ``loss_fn(engine, batch)`` returns ``{head: (loss_sum, n_valid)}``
+    (or one ``(loss_sum, n_valid)`` pair, head name ``loss``); loss_sum must stay connected to the
+    graph even when n_valid is 0 (a masked sum is). ``heads``: the heads of the run in a fixed order
+    (default: those count_fn finds this step; every rank must then find the same ones). ``weights``:
+    per-head loss weights (default 1). Returns ``{'loss', 'loss.<h>', 'n.<h>', 'lr',
+    'grad_norm'}`` with global (all-rank) values."""
+    k = len(micro_batches)
+    gas = engine.gradient_accumulation_steps()
+    if k != gas:
+        raise ValueError(f"train_step got {k} micro-batches but the engine accumulates over "
+                         f"gradient_accumulation_steps={gas} (derived from the RunConfig): pass exactly {gas}")
+    weights = dict(weights or {})
+    W = dp_world_size(engine)
+
+    # 1. counts before any forward: N_h over micro-batches and ranks
+    counts = [dict(count_fn(mb)) for mb in micro_batches]
+    if heads is None:
+        heads = sorted({h for c in counts for h in c})
+    else:
+        heads = list(heads)
+        extra = sorted({h for c in counts for h in c} - set(heads))
+        if extra:
+            raise ValueError(f"count_fn counted heads {extra} that are not in heads={heads}")
+    if not heads:
+        raise ValueError("count_fn found no heads in the micro-batches (no 'labels.<head>' keys?)")
+    hidx = {h: i for i, h in enumerate(heads)}
+    n_local = torch.zeros(len(heads), dtype=torch.float64)
+    for c in counts:
+        for h, n in c.items():
+            n_local[hidx[h]] += float(n)
+    # every rank must count the same heads, or the SUM below would add different heads together
+    sig = torch.tensor([len(heads), zlib.crc32(",".join(heads).encode()) % (1 << 30)], dtype=torch.float64)
+    sig_sum = sig.clone().to(engine.device)  # .to() is a no-op on CPU: never reduce in place
+    dist.all_reduce(sig_sum, group=_dp_group(engine))
+    if not torch.equal(sig_sum.cpu(), sig * W):
+        raise ValueError(f"rank {dist.get_rank()} counted heads {heads} but other data-parallel ranks counted "
+                         "a different set: every rank's count_fn must report the same heads each step "
+                         "(report 0 for a head a rank's micro-batches lack)")
+    n_global = n_local.clone().to(engine.device)
+    dist.all_reduce(n_global, group=_dp_group(engine))  # SUM
+    n_global = n_global.cpu()
+    scale = {h: (W * k / float(n_global[i])) if n_global[i] > 0 else 0.0 for h, i in hidx.items()}
+
+    lrs = engine.get_lr()  # the learning rate this step uses (the scheduler moves it in engine.step)
+    # 2.-3. forward / backward per micro-batch, update at the last. Sums and the heads' own counts stay
+    # on the device (no host sync per micro-batch); they are fetched once, after the step.
+    dev = engine.device
+    s_dev = torch.zeros(len(heads), dtype=torch.float64, device=dev)
+    n_dev = torch.zeros(len(heads), dtype=torch.float64, device=dev)
+    for j, mb in enumerate(micro_batches):
+        out = loss_fn(engine, _to(mb, dev))
+        if not isinstance(out, Mapping):
+            out = {"loss": out}
+        total = None
+        for h, (loss_sum, n_valid) in out.items():
+            if h not in hidx:
+                raise ValueError(f"loss_fn returned head {h!r} that count_fn did not count (counted: {heads}); "
+                                 "pass a count_fn that counts every head before the forward")
+            i = hidx[h]
+            s_dev[i] += loss_sum.detach().double()
+            n_dev[i] += n_valid.detach().double() if isinstance(n_valid, torch.Tensor) else float(n_valid)
+            term = loss_sum.float() * (weights.get(h, 1.0) * scale[h])
+            total = term if total is None else total + term
+        if total is None:
+            raise ValueError(f"loss_fn returned no heads for micro-batch {j}")
+        engine.backward(total)  # DeepSpeed divides by k here; W * k in `scale` undoes both k and W
+        if j == k - 1 and before_step is not None:
+            before_step(engine)
+        engine.step()
+
+    # 4. logged loss: global sum / global count (one all-reduce, one host sync)
+    # the heads' own n_valid must equal what count_fn counted; a mismatch flag rides along in the
+    # all-reduce so every rank raises together instead of leaving the others waiting
+    mismatch = (n_dev != n_local.to(dev)).any().double().reshape(1)
+    s_global = torch.cat([s_dev, mismatch])
+    dist.all_reduce(s_global, group=_dp_group(engine))
+    s_global = s_global.cpu()
+    if s_global[-1] > 0:
+        n_seen = n_dev.cpu()
+        bad = {h: (float(n_seen[i]), float(n_local[i])) for h, i in hidx.items() if n_seen[i] != n_local[i]}
+        raise ValueError(f"rank {dist.get_rank()}: heads' n_valid over the step differ from count_fn's counts on "
+                         f"{int(s_global[-1])} rank(s); here (n_valid, counted) = {bad}. The normaliser is fixed "
+                         "before the forward, so the two must agree: pass a count_fn that counts what each head "
+                         "averages over")
+    logs: dict[str, float] = {}
+    loss = 0.0
+    for h, i in hidx.items():
+        n = float(n_global[i])
+        v = float(s_global[i]) / n if n > 0 else float("nan")
+        logs[f"loss.{h}"], logs[f"n.{h}"] = v, n
+        if n > 0:
+            loss += weights.get(h, 1.0) * v
+    logs["loss"] = loss
+    logs["lr"] = float(lrs[0]) if lrs else float("nan")
+    gn = engine.get_global_grad_norm()
+    logs["grad_norm"] = float(gn) if gn is not None else float("nan")
+    return logs
+
+
+# ------------------------------------------------------------------------------------------------
+# collectives used by codept.train.checkpoint (so that module needs no deepspeed import)
+
+
+def rank() -> int:
+    return dist.get_rank() if dist.is_initialized() else 0
+
+
+def world_size() -> int:
+    return dist.get_world_size() if dist.is_initialized() else 1
+
+
+def barrier() -> None:
+    if dist.is_initialized():
+        dist.barrier()
+
+
+def broadcast_object(obj, src: int = 0):
+    if not dist.is_initialized():
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=src)
+    return box[0]
+
+
+def all_gather_object(obj) -> list:
+    if not dist.is_initialized():
+        return [obj]
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# full (unpartitioned) parameters and gradients
+
+
+def _named(engine):
+    return list(engine.module.named_parameters())
+
+
+def full_params(engine) -> dict[str, torch.Tensor]:
+    """Every parameter, gathered under ZeRO-3, cloned to CPU. Collective: all ranks must call it."""
+    named = _named(engine)
+    if engine.zero_optimization_stage() == 3:
+        with deepspeed.zero.GatheredParameters([p for _, p in named], modifier_rank=None):
+            return {n: p.detach().clone().cpu() for n, p in named}
+    return {n: p.detach().clone().cpu() for n, p in named}
+
+
+def full_grads(engine) -> dict[str, torch.Tensor]:
+    """Every parameter's reduced gradient (what the optimizer will apply), gathered across ZeRO
+    partitions. Call between the last backward and ``engine.step()`` (``train_step``'s before_step).
+    Collective under ZeRO: all ranks must call it."""
+    from deepspeed.utils import safe_get_full_grad
+
+    out = {}
+    for n, p in _named(engine):
+        g = safe_get_full_grad(p)
+        if g is None:
+            g = p.grad
+        out[n] = None if g is None else g.detach().clone().float().cpu()
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# shutdown
+
+
+def shm_files(addr: str | None = None, port: str | int | None = None, ranks=None) -> list[str]:
+    """``/dev/shm`` files of DeepSpeed's CPU shared-memory all-reduce for the job at addr:port
+    (default: this process's MASTER_ADDR/MASTER_PORT); named ``<prefix>_<uid>_<addr>_<port>_<rank>``."""
+    addr = addr or os.environ.get("MASTER_ADDR", "*")
+    port = port or os.environ.get("MASTER_PORT", "*")
+    pats = [f"{SHM_PREFIX}_{os.getuid()}_{addr}_{port}_{r}" for r in (ranks if ranks is not None else ["*"])]
+    return sorted({f for p in pats for f in glob.glob(p)})
+
+
+def shutdown() -> None:
+    """End of a run, on every rank: barrier, ``destroy_process_group`` (avoids the rc-250 abort at
+    exit seen with ZeRO-3), then delete this rank's shared-memory buffer file (DeepSpeed never
+    does; the peers have mapped it already, so unlinking is safe)."""
+    me = rank()
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+    if "MASTER_PORT" in os.environ:
+        for f in shm_files(ranks=[me]):
+            try:
+                os.unlink(f)
+            except FileNotFoundError:
+                pass

@@ -1,0 +1,246 @@
+"""Pretrain a code encoder: ``deepspeed --num_gpus 2 recipes/pretrain_code.py [--preset NAME] [key=value ...]``.
+
+With no arguments (preset ``debug_cpu``) it prepares the running interpreter's standard library
+(cached), trains (cached) a tokenizer, trains a small encoder with the default code-objective mixture
+(mlm + syntax_span) on the launched ranks (gloo on CPU, NCCL on GPUs) for a few minutes, and prints
+a summary. Steps:
+  1. join the process group; rank 0 prepares the views (codept.prepare, cached), the others wait;
+  2. one stream per rank: objectives x views, exact mixture, best-fit packing (codept.data.stream);
+  3. model + heads (codept.model), DeepSpeed engine with batch/optimizer/schedule derived from the
+     RunConfig (codept.train.config / engine); resume from ``out_dir/latest`` if present;
+  4. each optimizer step: k micro-batches of ``micro_batch_rows`` rows, loss normalised over the
+     whole step (codept.train.engine.train_step); checkpoints with the stream state and RNG;
+  5. rank 0 logs (progress bar, TensorBoard scalars, loss-curve PNG) and prints the summary.
+Overrides: RunConfig fields (``steps=200``), model fields with ``model.`` (``model.layers=2``), data
+settings with ``data.`` (``data.mixture=mlm:2,syntax_span:1``); unknown keys are refused.
+Multi-node: ``deepspeed --hostfile hosts recipes/pretrain_code.py --preset base_8xh200`` (README).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # 2 ranks on 2 cores: no thread oversubscription
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import torch  # noqa: E402
+
+from codept.data.collate import collate  # noqa: E402
+from codept.data.stream import Mixture, PackedStream  # noqa: E402
+from codept.data.views import view_source  # noqa: E402
+from codept.model import transformer as T  # noqa: E402
+from codept.model.heads import Pretrainer, build_head  # noqa: E402
+from codept.objectives import build as build_objective  # noqa: E402
+from codept.objectives.render import Vocab  # noqa: E402
+from codept.prepare import load_views, prepare  # noqa: E402
+from codept.tokenizer import default_tokenizer_dir, load_tokenizer  # noqa: E402
+from codept.train import checkpoint  # noqa: E402
+from codept.train import engine as E  # noqa: E402
+from codept.train.config import RunConfig, override  # noqa: E402
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+    mixture: str = "mlm:1,syntax_span:1"  # objective:weight,... (codept.objectives.OBJECTIVES)
+    sources: str = ""  # comma-separated prepare sources; empty = this interpreter's stdlib
+    buffer: int = 256  # documents packed together (codept.data.pack)
+
+
+# -- presets: plain functions named for size and hardware ----------------------------------------
+
+
+def debug_cpu():
+    run = RunConfig(seq_len=256, micro_batch_rows=4, global_batch_rows=16, steps=200, lr=1e-3, warmup_steps=20,
+                    schedule="cosine", ds_config="zero2", precision="fp32", out_dir="runs/debug_cpu",
+                    save_every=100, keep_last=2, log_every=10)
+    return run, T.debug_cpu(), DataConfig()
+
+
+def small_1xh200():
+    run = RunConfig(seq_len=512, micro_batch_rows=64, global_batch_rows=256, steps=20000, lr=6e-4,
+                    warmup_steps=1000, ds_config="zero2_bf16", out_dir="runs/small_1xh200", save_every=1000,
+                    keep_last=3, log_every=50)
+    return run, T.small_1xh200(attention="sdpa"), DataConfig(buffer=2048)
+
+
+def base_8xh200():
+    run = RunConfig(seq_len=1024, micro_batch_rows=32, global_batch_rows=2048, steps=100000, lr=4e-4,
+                    warmup_steps=4000, ds_config="zero2_bf16", out_dir="runs/base_8xh200", save_every=2000,
+                    keep_last=3, log_every=100)
+    return run, T.base_8xh200(attention="sdpa"), DataConfig(buffer=4096)
+
+
+PRESETS = {"debug_cpu": debug_cpu, "small_1xh200": small_1xh200, "base_8xh200": base_8xh200}
+
+
+def configure(preset: str, items: list[str]):
+    """(RunConfig, ModelConfig, DataConfig) of a preset with key=value overrides applied."""
+    if preset not in PRESETS:
+        raise SystemExit(f"unknown preset {preset!r}; presets: {sorted(PRESETS)}")
+    run, model, data = PRESETS[preset]()
+    run_items = [x for x in items if not x.startswith(("model.", "data."))]
+    model_kw = dict(x[6:].split("=", 1) for x in items if x.startswith("model."))
+    data_kw = dict(x[5:].split("=", 1) for x in items if x.startswith("data."))
+    run = override(run, run_items)
+    model_fields = {f.name: f.type for f in dataclasses.fields(model)}
+    bad = sorted(set(model_kw) - set(model_fields)) + sorted(set(data_kw) - {f.name for f in dataclasses.fields(data)})
+    if bad:
+        raise SystemExit(f"unknown override keys {bad}")
+    cast = {"int": int, "float": float, "bool": lambda v: v.lower() in ("1", "true", "yes"), "str": str}
+    model = T.configure(model, **{k: cast.get(str(model_fields[k]), str)(v) for k, v in model_kw.items()})
+    data = dataclasses.replace(data, **{k: (int(v) if k == "buffer" else v) for k, v in data_kw.items()})
+    return run, model, data
+
+
+# -- the run -------------------------------------------------------------------------------------
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--preset", default="debug_cpu", choices=sorted(PRESETS))
+    ap.add_argument("--local_rank", type=int, default=0, help="set by the deepspeed launcher")
+    ap.add_argument("overrides", nargs="*", help="key=value (RunConfig), model.key=value, data.key=value")
+    args = ap.parse_args(argv)
+    run, model_cfg, data = configure(args.preset, args.overrides)
+
+    world = E.init_distributed()
+    is_main = world.rank == 0
+    t_start = time.time()
+
+    # 1. data: rank 0 prepares (cached by content hash), the others then find the finished folder
+    sources = [s for s in data.sources.split(",") if s]
+    if is_main:
+        tok_dir = default_tokenizer_dir()
+        summary = prepare(sources, tokenizer_dir=tok_dir, progress=True)
+    E.barrier()
+    if not is_main:
+        tok_dir = default_tokenizer_dir()
+        summary = prepare(sources, tokenizer_dir=tok_dir, progress=False)
+    views = load_views(summary["out"])
+    vocab = Vocab.from_tokenizer(load_tokenizer(tok_dir))
+    if model_cfg.vocab_size != vocab.size:
+        model_cfg = T.configure(model_cfg, vocab_size=vocab.size)
+
+    # 2. one stream per rank
+    mixture = [(name, float(w)) for name, w in (item.split(":") for item in data.mixture.split(","))]
+    srcs = [view_source(views, build_objective(name, vocab), name, salt=i + 1) for i, (name, _) in enumerate(mixture)]
+    stream = PackedStream(Mixture(srcs, [w for _, w in mixture], seed=run.seed, rank=world.rank,
+                                  world=world.world_size), seq_len=run.seq_len, pad_id=vocab.pad_id, buffer=data.buffer)
+
+    # 3. model, heads, engine, resume
+    checkpoint.seed_all(run.seed, 0)  # identical initial weights on every rank
+    model = T.Transformer(model_cfg)
+    net = Pretrainer(model, {"mlm": build_head("mlm", model)})
+    checkpoint.seed_all(run.seed, world.rank)  # distinct dropout streams per rank
+    engine = E.build_engine(net, run, world)
+    resume = checkpoint.load(engine, run.out_dir)
+    start = 0
+    if resume is not None:
+        start = resume.step
+        stream.load_state_dict(resume.client_state["stream"])
+        checkpoint.restore_rng(resume.rng)  # the stream draws from numpy Generators only: restore now
+    k = engine.gradient_accumulation_steps()
+
+    def loss_fn(eng, batch):
+        return eng(batch)
+
+    # 4. train
+    log = _Log(run.out_dir, is_main, total=run.steps, start=start)
+    t_train = time.time()
+    tokens = 0
+    for step in range(start, run.steps):
+        micro = [collate([next(stream) for _ in range(run.micro_batch_rows)]) for _ in range(k)]
+        tokens += sum(int((b["segment_ids"] > 0).sum()) for b in micro)
+        scalars = E.train_step(engine, micro, loss_fn, heads=["mlm"])
+        log.step(step + 1, scalars)
+        if (run.save_every and (step + 1) % run.save_every == 0) or step + 1 == run.steps:
+            checkpoint.save(engine, run.out_dir, step + 1, {"stream": stream.state_dict()}, config=run,
+                            keep_last=run.keep_last)
+    tokens_all = sum(E.all_gather_object(tokens))
+    seconds = time.time() - t_start
+    train_seconds = time.time() - t_train
+
+    # 5. summary
+    if is_main:
+        log.close()
+        first, last = log.first_last()
+        print(json.dumps({
+            "preset": args.preset, "ranks": world.world_size, "steps": run.steps, "resumed_from": start,
+            "params": model.num_parameters(), "views": summary["viewed"], "tokens_trained": tokens_all,
+            "train_tokens_per_s": round(tokens_all / max(train_seconds, 1e-9)), "seconds": round(seconds, 1),
+            "loss_first": first, "loss_last": last, "out_dir": run.out_dir,
+            "loss_curve": str(Path(run.out_dir) / "loss.png"),
+        }, indent=2))
+    E.shutdown()
+    return 0
+
+
+class _Log:
+    """Rank 0 only: progress bar, TensorBoard scalars, losses.jsonl, a loss-curve PNG at the end."""
+
+    def __init__(self, out_dir: str, enabled: bool, total: int, start: int):
+        self.enabled, self.out = enabled, Path(out_dir)
+        self.losses: list[tuple[int, float]] = []
+        if not enabled:
+            return
+        from tqdm import tqdm
+
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.bar = tqdm(total=total, initial=start, unit="step", mininterval=2.0)
+        self.jsonl = open(self.out / "losses.jsonl", "a")
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.tb = SummaryWriter(str(self.out / "tb"))
+        except ImportError:  # tensorboard not installed: scalars still go to losses.jsonl
+            self.tb = None
+
+    def step(self, step: int, scalars: dict) -> None:
+        if not self.enabled:
+            return
+        self.losses.append((step, scalars["loss"]))
+        self.jsonl.write(json.dumps({"step": step, **scalars}) + "\n")
+        if self.tb is not None:
+            for k, v in scalars.items():
+                self.tb.add_scalar(f"train/{k}", v, step)
+        self.bar.set_postfix(loss=f"{scalars['loss']:.3f}", lr=f"{scalars['lr']:.1e}")
+        self.bar.update(1)
+
+    def first_last(self) -> tuple[float | None, float | None]:
+        if not self.losses:
+            return None, None
+        n = max(1, len(self.losses) // 10)  # mean of the first and last tenth: robust to noise
+        mean = lambda xs: round(sum(v for _, v in xs) / len(xs), 4)  # noqa: E731
+        return mean(self.losses[:n]), mean(self.losses[-n:])
+
+    def close(self) -> None:
+        self.bar.close()
+        self.jsonl.close()
+        if self.tb is not None:
+            self.tb.close()
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            return
+        steps, losses = zip(*self.losses) if self.losses else ((), ())
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        ax.plot(steps, losses)
+        ax.set_xlabel("optimizer step")
+        ax.set_ylabel("loss (token mean over the step)")
+        ax.set_title("codept pretraining")
+        fig.tight_layout()
+        fig.savefig(self.out / "loss.png", dpi=100)
+        plt.close(fig)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,282 @@
+"""Real DeepSpeed on CPU, 2 ranks, through the launcher: loss normalisation, ZeRO 1/2/3 (+ offload),
+kill -9 and resume bit-exact, kill -9 during a save, world-size change refused.
+
+Every test launches ``deepspeed --num_gpus N --master_port P tests/ds_worker.py ...`` in a new session
+(so ``kill -9`` reaches the whole job: launcher and ranks), with DS_ACCELERATOR=cpu, OMP_NUM_THREADS=1
+and TORCH_EXTENSIONS_DIR=~/.cache/codept/torch_extensions (the shared-memory comm op is compiled
+there once, about a minute; ZeRO-Offload's cpu_adam a few minutes more, once). Afterwards it kills
+what is left of that session and deletes the ``/dev/shm/deepspeed_allreduce_buffer_<uid>_*_<P>_*``
+files of its own port. One cached launch takes 20-30 s, mostly ``import deepspeed``.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import json
+import math
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+WORKER = REPO / "tests" / "ds_worker.py"
+EXT_DIR = Path.home() / ".cache" / "codept" / "torch_extensions"
+
+
+def _worker_module():
+    spec = importlib.util.spec_from_file_location("ds_worker", WORKER)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+W = _worker_module()
+
+
+def _deepspeed_cmd() -> list[str]:
+    exe = Path(sys.executable).with_name("deepspeed")
+    if exe.exists():
+        return [str(exe)]
+    return [sys.executable, "-m", "deepspeed.launcher.runner"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Run:
+    rc: int
+    output: str
+    killed: bool
+    seconds: float
+    leftover_shm: list  # this job's /dev/shm files still there when it ended (then deleted)
+
+
+def launch(out: Path, *args: str, nproc: int = 2, kill_when=None, timeout: float = 420) -> Run:
+    """Run the worker under the deepspeed launcher; ``kill_when()`` -> True SIGKILLs the whole job."""
+    out.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "TORCH_EXTENSIONS_DIR": str(EXT_DIR),
+           "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
+    cmd = [*_deepspeed_cmd(), "--num_gpus", str(nproc), "--master_port", str(port), str(WORKER),
+           "--out", str(out), *args]
+    log_path = out / f"launch-{port}.log"
+    t0 = time.time()
+    killed = False
+    with open(log_path, "w") as log:
+        p = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            while p.poll() is None:
+                if kill_when is not None and kill_when():
+                    os.killpg(p.pid, signal.SIGKILL)  # kill -9 of the whole job
+                    killed = True
+                    break
+                if time.time() - t0 > timeout:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait()
+                    pytest.fail(f"deepspeed launch timed out after {timeout}s: {' '.join(cmd)}\n"
+                                + log_path.read_text()[-4000:])
+                time.sleep(0.02)
+            rc = p.wait()
+        finally:
+            try:  # ranks orphaned by a dead launcher are still in our session
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            leftover = sorted(glob.glob(f"/dev/shm/deepspeed_allreduce_buffer_{os.getuid()}_*_{port}_*"))
+            for f in leftover:
+                os.unlink(f)
+    return Run(rc=rc, output=log_path.read_text(), killed=killed, seconds=time.time() - t0, leftover_shm=leftover)
+
+
+def losses(path: Path) -> dict[int, float]:
+    if not path.exists():
+        return {}
+    out = {}
+    for line in path.read_text().splitlines():
+        if line.endswith("}"):  # a kill may leave a half-written last line
+            d = json.loads(line)
+            out[d["step"]] = d["loss"]
+    return out
+
+
+def ok(run: Run) -> Run:
+    assert run.rc == 0, f"launch failed (rc {run.rc}):\n{run.output[-6000:]}"
+    return run
+
+
+# ------------------------------------------------------------------------------------------------
+# (a) + (b): loss normalisation under each ZeRO stage, then a few ordinary steps
+
+
+def reference_step(cfg_kw: dict) -> dict:
+    """Single process, no DeepSpeed: the full batch (2 ranks x 2 micro-batches) as one token mean."""
+    from codept.train.config import RunConfig, derive
+
+    cfg = RunConfig(**cfg_kw)
+    plan = derive(cfg, 2, {})
+    model = W.TinyLM(seed=cfg.seed, dropout=0.0)
+    mbs = [b for r in (0, 1) for b in W.norm_batches(r)]
+    outs = [W.lm_loss(model, b)["lm"] for b in mbs]
+    n = sum(o[1] for o in outs)
+    loss = sum(o[0] for o in outs) / n
+    loss.backward()
+    grads = {k: p.grad.clone() for k, p in model.named_parameters()}
+    from codept.train.config import lr_multiplier
+
+    o = plan.optimizer
+    opt = torch.optim.AdamW(model.parameters(), lr=o["lr"] * lr_multiplier(0, plan.schedule), betas=o["betas"],
+                            eps=o["eps"], weight_decay=o["weight_decay"])
+    opt.step()
+    # what a per-micro-batch mean would give: the test must be able to tell them apart
+    naive = W.TinyLM(seed=cfg.seed, dropout=0.0)
+    for b in mbs:
+        s, c = W.lm_loss(naive, b)["lm"]
+        if c:
+            (s / c / len(mbs)).backward()
+    params = {k: p.detach().clone() for k, p in model.named_parameters()}
+    return {"loss": float(loss.detach()), "grads": grads, "params": params,
+            "naive_grads": {k: p.grad for k, p in naive.named_parameters()}, "counts": [o[1] for o in outs]}
+
+
+NORM_CFG = dict(seq_len=32, micro_batch_rows=2, global_batch_rows=8, steps=12, lr=1e-2, warmup_steps=2, grad_clip=0.0)
+
+STAGES = [
+    pytest.param("zero2", [], 1e-6, id="zero2"),
+    pytest.param("zero1", [], 1e-6, id="zero1", marks=pytest.mark.slow),
+    pytest.param("zero3", [], 1e-6, id="zero3", marks=pytest.mark.slow),
+    # cpu_adam (DeepSpeedCPUAdam, required by ZeRO-Offload) rounds differently from torch AdamW
+    pytest.param("zero3_offload", ["precision=fp32"], 1e-6, id="zero3_offload", marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("ds_config,extra,tol", STAGES)
+def test_loss_normalisation_and_steps(ds_config, extra, tol, tmp_path):
+    """k=2 micro-batches x 2 ranks with unequal valid-token counts (41, 3 | 0, 17): the logged loss,
+    the reduced gradients and the parameters after one step equal the single-process full-batch token
+    mean; then three ordinary steps run."""
+    ref = reference_step(NORM_CFG)
+    assert len(set(ref["counts"])) == 4 and 0 in ref["counts"]
+    gap = max((ref["grads"][k] - ref["naive_grads"][k]).abs().max().item() for k in ref["grads"])
+    assert gap > 1e-2, "test data cannot tell global from per-micro-batch normalisation"
+
+    cfg_path = ds_config
+    if ds_config.startswith("zero3"):  # partition even the tiny test parameters
+        z = json.loads((REPO / "ds_configs" / f"{ds_config}.json").read_text())
+        z["zero_optimization"]["stage3_param_persistence_threshold"] = 0
+        cfg_path = str(tmp_path / f"{ds_config}.json")
+        Path(cfg_path).write_text(json.dumps(z))
+    sets = [f"{k}={v}" for k, v in NORM_CFG.items()] + [f"ds_config={cfg_path}"] + extra
+    run = ok(launch(tmp_path, "--mode", "norm", "--extra_steps", "3", "--set", *sets))
+    got = torch.load(tmp_path / "norm.pt", weights_only=False)
+
+    assert got["k"] == 2
+    assert got["stage"] == int(ds_config[4])
+    if got["stage"] == 3:
+        assert got["local_numel"] < got["numel"], "ZeRO-3 did not partition the parameters"
+    assert math.isclose(got["logs"]["loss"], ref["loss"], rel_tol=1e-6), (got["logs"]["loss"], ref["loss"])
+    assert got["logs"]["n.lm"] == sum(ref["counts"])
+    for k, g in ref["grads"].items():
+        torch.testing.assert_close(got["grads"][k], g, atol=tol, rtol=0, msg=f"gradient of {k}")
+    for k, p in ref["params"].items():
+        torch.testing.assert_close(got["params"][k], p, atol=tol, rtol=0, msg=f"parameter {k} after one step")
+    steps = losses(tmp_path / "losses.jsonl")
+    assert sorted(steps) == [2, 3, 4] and all(math.isfinite(v) for v in steps.values())
+    assert run.leftover_shm == [], "engine.shutdown() left /dev/shm files behind"
+    print(f"{ds_config}: launch {run.seconds:.1f}s")
+
+
+# ------------------------------------------------------------------------------------------------
+# (c), (d), (e): checkpoints, on one uninterrupted reference run
+
+
+TRAIN = ["--mode", "train", "--set", "save_every=4"]  # ZeRO-2 (default ds_config), 12 steps, k = 2
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    out = tmp_path_factory.mktemp("uninterrupted")
+    run = ok(launch(out, *TRAIN))
+    ref = losses(out / "losses.jsonl")
+    assert sorted(ref) == list(range(1, 13))
+    assert (out / "ckpt" / "latest").read_text() == "step00000012"
+    return {"out": out, "losses": ref, "final": json.loads((out / "final.json").read_text()), "seconds": run.seconds}
+
+
+def _check_resumed(uninterrupted, out: Path, log: str, from_step: int):
+    got = losses(out / log)
+    assert sorted(got) == list(range(from_step + 1, 13)), sorted(got)
+    for s, v in got.items():
+        want = uninterrupted["losses"][s]
+        assert v == want, f"step {s}: resumed loss {v!r} != uninterrupted {want!r}"
+    assert json.loads((out / "final.json").read_text()) == uninterrupted["final"], "final parameters differ"
+    assert (out / "ckpt" / "latest").read_text() == "step00000012"
+
+
+def test_kill9_at_random_step_then_resume_is_bit_exact(uninterrupted, tmp_path):
+    kill_at = random.Random().randint(5, 11)
+    print(f"kill -9 after step {kill_at}")
+
+    def reached():
+        got = losses(tmp_path / "losses-killed.jsonl")
+        return bool(got) and max(got) >= kill_at
+
+    run = launch(tmp_path, *TRAIN, "--step_sleep", "0.3", "--log", "losses-killed.jsonl", kill_when=reached)
+    assert run.killed, f"the job ended before step {kill_at}:\n{run.output[-3000:]}"
+    before = losses(tmp_path / "losses-killed.jsonl")
+    assert all(v == uninterrupted["losses"][s] for s, v in before.items())
+    saved = int((tmp_path / "ckpt" / "latest").read_text()[len("step"):])
+    assert saved % 4 == 0 and 4 <= saved <= max(before), (saved, max(before))
+
+    run = ok(launch(tmp_path, *TRAIN, "--log", "losses-resumed.jsonl"))
+    assert f"resumed from {tmp_path / 'ckpt' / f'step{saved:08d}'} at step {saved}" in run.output
+    _check_resumed(uninterrupted, tmp_path, "losses-resumed.jsonl", saved)
+
+
+@pytest.mark.slow
+def test_bf16_trains_close_to_fp32(uninterrupted, tmp_path):
+    """ds_configs/zero2_bf16.json: same run in bf16; losses finite and within 2% of the fp32 run."""
+    run = ok(launch(tmp_path, "--mode", "train", "--set", "ds_config=zero2_bf16", "save_every=6"))
+    got = losses(tmp_path / "losses.jsonl")
+    assert sorted(got) == list(range(1, 13))
+    for s, v in got.items():
+        assert math.isfinite(v) and abs(v - uninterrupted["losses"][s]) < 0.02 * uninterrupted["losses"][s]
+    assert (tmp_path / "ckpt" / "latest").read_text() == "step00000012"
+    assert run.leftover_shm == []
+
+
+def test_kill9_during_save_resumes_from_previous_checkpoint(uninterrupted, tmp_path):
+    run = launch(tmp_path, *TRAIN, "--die_in_save", "8", "--log", "losses-died.jsonl")
+    assert run.rc != 0 and "rank 1 dies in the save of step 8" in run.output
+    ckpt = tmp_path / "ckpt"
+    assert (ckpt / "latest").read_text() == "step00000004", "latest moved to a checkpoint rank 1 never finished"
+    assert (ckpt / "step00000008").is_dir() and not (ckpt / "step00000008" / "rank1.json").exists()
+
+    run = ok(launch(tmp_path, *TRAIN, "keep_last=2", "--log", "losses-resumed.jsonl"))
+    assert f"resumed from {ckpt / 'step00000004'} at step 4" in run.output
+    _check_resumed(uninterrupted, tmp_path, "losses-resumed.jsonl", 4)
+    # the broken step 8 was saved over; keep_last=2 pruned step 4
+    assert sorted(p.name for p in ckpt.iterdir() if p.is_dir()) == ["step00000008", "step00000012"]
+    assert (ckpt / "step00000008" / "rank1.json").exists()
+
+
+def test_resume_with_another_world_size_is_refused(uninterrupted, tmp_path):
+    shutil.copytree(uninterrupted["out"] / "ckpt", tmp_path / "ckpt")
+    run = launch(tmp_path, *TRAIN, nproc=1)
+    assert run.rc != 0
+    assert "was saved by 2 data-parallel ranks, this job has 1" in run.output, run.output[-4000:]
+    assert "resuming needs the same world size" in run.output
