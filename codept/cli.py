@@ -3,6 +3,7 @@
   codept prepare [SRC...] [--out DIR]       views of a corpus (default: this Python's stdlib), summary
   codept prepare-text SRC... [--out DIR]    text/markdown/rst/man documents and parallel pairs -> views
   codept tokenizer train SRC... --out DIR   byte-level BPE with codept's special tokens
+  codept export CKPT --out DIR              a training checkpoint -> a transformers model folder
   codept grammar check [LANG...]            run the caret-annotated fixtures of grammars/<lang>/
   codept view FILE [--tokenizer DIR]        print the view of one file (debugging a grammar)
   codept corpora list                       the demo-corpus registry (pip/npm/apt, pinned)
@@ -77,6 +78,12 @@ def _cmd_prepare(args) -> int:
     return prepare_main(args)
 
 
+def _cmd_export(args) -> int:
+    from codept.train.export import main as export_main
+
+    return export_main(args)
+
+
 def _cmd_prepare_text(args) -> int:
     from codept.text.prepare import main as text_main
 
@@ -104,6 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--num-shards", type=int, default=1, help="machines sharing the corpus (stable path hash)")
     pp.add_argument("--shard-index", type=int, default=0, help="which of --num-shards this machine prepares")
     pp.set_defaults(fn=_cmd_prepare)
+
+    pe = sub.add_parser("export", help="a training checkpoint -> a folder transformers.AutoModel loads")
+    pe.add_argument("ckpt", type=Path, help="run folder (uses its `latest`) or a checkpoint folder")
+    pe.add_argument("--out", required=True, type=Path)
+    pe.add_argument("--tokenizer", type=Path, help="tokenizer folder (default: the one the run used)")
+    pe.set_defaults(fn=_cmd_export)
 
     px = sub.add_parser("prepare-text", help="natural-language corpora -> text/pair views on disk")
     px.add_argument("sources", nargs="+", help="text/markdown/rst/man files or directories, .jsonl/.tsv/.mo/.po pairs")

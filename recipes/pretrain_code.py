@@ -160,8 +160,8 @@ def main(argv: list[str]) -> int:
         scalars = E.train_step(engine, micro, loss_fn, heads=["mlm"])
         log.step(step + 1, scalars)
         if (run.save_every and (step + 1) % run.save_every == 0) or step + 1 == run.steps:
-            checkpoint.save(engine, run.out_dir, step + 1, {"stream": stream.state_dict()}, config=run,
-                            keep_last=run.keep_last)
+            client = {"stream": stream.state_dict(), "model": dataclasses.asdict(model_cfg), "tokenizer": str(tok_dir)}
+            checkpoint.save(engine, run.out_dir, step + 1, client, config=run, keep_last=run.keep_last)
     tokens_all = sum(E.all_gather_object(tokens))
     seconds = time.time() - t_start
     train_seconds = time.time() - t_train

@@ -54,6 +54,25 @@ def test_recipe_trains_and_resumes_bit_exact(tmp_path):
     ref = losses(full)
     assert sorted(ref) == list(range(1, 7)) and ref[6] < ref[1]  # the loss falls
 
+    # export: transformers loads the trained encoder with the same hidden states
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from codept.train.export import load_trained
+
+    r = subprocess.run([sys.executable, "-m", "codept.cli", "export", str(full), "--out", str(tmp_path / "hf")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    model, head, _ = load_trained(full)
+    assert head is not None
+    hf_model = AutoModel.from_pretrained(str(tmp_path / "hf")).eval()
+    tok = AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
+    ids = torch.tensor([tok("def add(a, b):\n    return a + b\n", add_special_tokens=False)["input_ids"]])
+    with torch.no_grad():
+        ours = model(ids)
+        theirs = hf_model(input_ids=ids, attention_mask=torch.ones_like(ids)).last_hidden_state
+    assert float((ours - theirs).abs().max()) < 1e-4
+
     part = tmp_path / "part"
     recipe(part, "steps=3")  # stops after the checkpoint at step 3
     recipe(part, "steps=6")  # a new job resumes from `latest`

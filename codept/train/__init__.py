@@ -1,8 +1,8 @@
 """Training: run config and derivation (``config``), the DeepSpeed engine and the normalised optimizer
 step (``engine``, the only deepspeed import), crash-safe checkpoints (``checkpoint``).
 
-Importing this package imports nothing heavy; ``codept.train.engine`` and ``codept.train.checkpoint``
-import deepspeed. The recipe's order of calls (``deepspeed recipes/pretrain_code.py``)::
+Importing this package imports nothing heavy; ``codept.train.engine`` (and, through it,
+``codept.train.checkpoint``) loads DeepSpeed. The recipe's order of calls (``deepspeed recipes/pretrain_code.py``)::
 
     world = engine.init_distributed()
     checkpoint.seed_all(cfg.seed)                      # same model init on every rank
