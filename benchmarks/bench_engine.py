@@ -82,7 +82,8 @@ def engine_half(args) -> None:
     data, v = batches(args.seq, args.rows, args.steps)
     _, net = model(v)
     cfg = RunConfig(seq_len=args.seq, micro_batch_rows=args.rows, global_batch_rows=args.rows, steps=args.steps,
-                    lr=1e-4, warmup_steps=0, schedule="constant", grad_clip=0.0, ds_config="zero2", precision="fp32")
+                    lr=1e-4, warmup_steps=0, schedule="constant", grad_clip=0.0, ds_config=args.ds_config,
+                    precision="fp32")
     eng = E.build_engine(net, cfg, world)
     t0 = time.perf_counter()
     for i, b in enumerate(data):
@@ -102,6 +103,7 @@ def main() -> None:
     ap.add_argument("--seq", type=int, default=256)
     ap.add_argument("--rows", type=int, default=8)
     ap.add_argument("--peak-tflops", type=float, default=0.0)
+    ap.add_argument("--ds-config", default="zero2", help="ds_configs/<name>.json for the engine half")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads, both halves")
     ap.add_argument("--engine-half", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--result", default="", help=argparse.SUPPRESS)
@@ -115,14 +117,15 @@ def main() -> None:
     exe = Path(sys.executable).with_name("deepspeed")
     subprocess.run([str(exe), "--num_gpus", "1", "--master_port", "29733", __file__, "--engine-half",
                     "--result", str(result), "--steps", str(args.steps), "--warmup", str(args.warmup),
-                    "--seq", str(args.seq), "--rows", str(args.rows), "--threads", str(args.threads)],
+                    "--seq", str(args.seq), "--rows", str(args.rows), "--threads", str(args.threads),
+                    "--ds-config", args.ds_config],
                    check=True, cwd=REPO,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ds = json.loads(result.read_text())
     pl = plain(args)
     fpt = pl["flops_per_token"]
     print(f"plain torch loop  {pl['tok_s']:9.0f} tok/s  {pl['tok_s'] * fpt / 1e12:.4f} TFLOP/s")
-    print(f"deepspeed engine  {ds['tok_s']:9.0f} tok/s  {ds['tok_s'] * fpt / 1e12:.4f} TFLOP/s")
+    print(f"deepspeed engine  {ds['tok_s']:9.0f} tok/s  ({args.ds_config})  {ds['tok_s'] * fpt / 1e12:.4f} TFLOP/s")
     print(f"model FLOPs per token: {fpt / 1e6:.1f} M (6N + attention, seq {args.seq})")
     if args.peak_tflops:
         print(f"MFU (engine): {ds['tok_s'] * fpt / 1e12 / args.peak_tflops:.1%}")
