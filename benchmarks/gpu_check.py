@@ -1,0 +1,265 @@
+"""One prepared GPU check: attention paths agree, ZeRO-2 bf16 smoke run, MFU of a ~125 M encoder at seq 512.
+
+Two halves, because the GPU machine has torch but no tree-sitter/datasets/tokenizers pipeline:
+  here (CPU):  python benchmarks/gpu_check.py --make-batches runs/gpu_batches.npz
+               real packed MLM rows from the stdlib stream (default tokenizer, seq 512), int16 on disk
+  there (GPU): python benchmarks/gpu_check.py --batches runs/gpu_batches.npz [--budget-s 420]
+Sections (each one guarded: a failure prints its traceback and the next section runs):
+  1. attention: reference vs sdpa vs flex on packed real rows (fp32 and bf16 max abs diff of hidden states)
+  2. plain torch loop, bf16 autocast + fused AdamW: tokens/s, model TFLOP/s, MFU (eager sdpa, flex, compiled)
+  3. DeepSpeed engine, ds_configs/zero2_bf16.json through codept.train.engine (world size 1, NCCL):
+     loss first/last over the smoke run, tokens/s, MFU, ratio to the plain loop
+Model FLOPs = encoder 6N + 12 L C T per token (Transformer.flops_per_token) + the MLM head at the labelled
+positions only (3 x 2 x (C^2 + C V) per label), i.e. the work the code actually does. MFU is against
+--peak-tflops (989: the H200's dense bf16 spec).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+KEYS = ("input_ids", "segment_ids", "positions", "prefix", "labels.mlm")
+
+
+def make_batches(out: str, rows: int, seq: int) -> None:
+    import numpy as np
+
+    from codept.data.collate import collate
+    from codept.data.stream import Mixture, PackedStream
+    from codept.data.views import view_source
+    from codept.objectives import build
+    from codept.objectives.render import Vocab
+    from codept.prepare import load_views, prepare
+    from codept.tokenizer import default_tokenizer_dir, load_tokenizer
+
+    tok_dir = default_tokenizer_dir()
+    views = load_views(prepare([], tokenizer_dir=tok_dir, progress=False)["out"])
+    vocab = Vocab.from_tokenizer(load_tokenizer(tok_dir))
+    stream = PackedStream(Mixture([view_source(views, build("mlm", vocab), "mlm")], [1], seed=0), seq, vocab.pad_id,
+                          buffer=512)
+    b = collate([next(stream) for _ in range(rows)])
+    arrays = {k.replace(".", "_"): b[k].numpy().astype(np.int16 if k != "prefix" else np.bool_) for k in KEYS}
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(out, vocab_size=vocab.size, **arrays)
+    print(f"{rows} rows x {seq} tokens -> {out} ({Path(out).stat().st_size / 1e6:.1f} MB)")
+
+
+def load_batches(path: str, micro: int, device):
+    import numpy as np
+    import torch
+
+    z = np.load(path)
+    full = {k: torch.from_numpy(z[k.replace(".", "_")].astype(np.bool_ if k == "prefix" else np.int64)) for k in KEYS}
+    n = full["input_ids"].shape[0] // micro
+    return [{k: v[i * micro:(i + 1) * micro].to(device) for k, v in full.items()} for i in range(n)]
+
+
+PRESET = "small_1xh200"  # --dry-run: "tiny" on the CPU
+DEV = "cuda"
+
+
+def sync() -> None:
+    import torch
+
+    if DEV == "cuda":
+        torch.cuda.synchronize()
+
+
+def peak_mem_gib() -> float:
+    import torch
+
+    return round(torch.cuda.max_memory_allocated() / 2**30, 1) if DEV == "cuda" else 0.0
+
+
+def build_net(vocab_size: int, attention: str, dropout: float = 0.0):
+    import torch
+
+    from codept.model import transformer as T
+    from codept.model.heads import Pretrainer, build_head
+
+    torch.manual_seed(0)
+    m = T.Transformer(T.PRESETS[PRESET](vocab_size=vocab_size, max_positions=512, attention=attention,
+                                        dropout=dropout, attention_dropout=0.0))
+    return m, Pretrainer(m, {"mlm": build_head("mlm", m)})
+
+
+def flops_of(model, batches, seq: int) -> float:
+    c, v = model.config.hidden, model.config.vocab_size
+    tokens = sum(int((b["segment_ids"] > 0).sum()) for b in batches)
+    labels = sum(int((b["labels.mlm"] != -100).sum()) for b in batches)
+    return tokens * model.flops_per_token(seq) + labels * 6.0 * (c * c + c * v)
+
+
+def section(name: str, fn, results: dict, deadline: float, need_s: float):
+    left = deadline - time.time()
+    if left < need_s:
+        print(f"\n== {name}: SKIPPED ({left:.0f} s of budget left, needs ~{need_s:.0f})", flush=True)
+        results[name] = {"skipped": f"budget ({left:.0f} s left)"}
+        return
+    print(f"\n== {name}", flush=True)
+    t0 = time.time()
+    try:
+        results[name] = fn()
+    except Exception as e:  # keep going: one prepared run must report every section it can
+        traceback.print_exc()
+        results[name] = {"error": f"{type(e).__name__}: {e}"[:500]}
+    results[name]["seconds"] = round(time.time() - t0, 1)
+    print(json.dumps({name: results[name]}), flush=True)
+
+
+def attention_paths(batches) -> dict:
+    import torch
+
+    m, _ = build_net(50304, "reference")
+    m = m.to(DEV).eval()
+    b = {k: v[:8] for k, v in batches[0].items()}
+    out = {}
+    with torch.inference_mode():
+        ref = m.encode(b, attention="reference")
+        for path in ("sdpa", "flex"):
+            out[f"{path}_vs_reference_fp32"] = float((m.encode(b, attention=path) - ref).abs().max())
+        with torch.autocast(DEV, dtype=torch.bfloat16):
+            ref16 = m.encode(b, attention="reference").float()
+            out["sdpa_vs_reference_bf16"] = float((m.encode(b, attention="sdpa").float() - ref16).abs().max())
+        out["bf16_vs_fp32_reference"] = float((ref16 - ref).abs().max())
+    return out
+
+
+def timed_loop(step, batches, warmup: int) -> float:
+    import torch
+
+    for b in batches[:warmup]:
+        step(b)
+    sync()
+    t0 = time.perf_counter()
+    for b in batches[warmup:]:
+        step(b)
+    sync()
+    return time.perf_counter() - t0
+
+
+def plain(batches, attention: str, compile_: bool, seq: int, peak: float, warmup: int) -> dict:
+    import torch
+
+    m, net = build_net(50304, attention)
+    net = net.to(DEV)
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-4, fused=DEV == "cuda")
+    fwd = torch.compile(net) if compile_ else net
+    losses = []
+
+    def step(b):
+        with torch.autocast(DEV, dtype=torch.bfloat16):
+            s, n = fwd(b)["mlm"]
+        loss = s / n.clamp(min=1)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.detach())
+
+    dt = timed_loop(step, batches, warmup)
+    fl = flops_of(m, batches[warmup:], seq)
+    tokens = sum(int((b["segment_ids"] > 0).sum()) for b in batches[warmup:])
+    res = {"params": m.num_parameters(), "tok_s": round(tokens / dt), "model_tflops": round(fl / dt / 1e12, 1),
+           "mfu": round(fl / dt / 1e12 / peak, 4), "loss_first": float(losses[0]), "loss_last": float(losses[-1]),
+           "peak_mem_gib": peak_mem_gib()}
+    del net, opt, fwd
+    if DEV == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    return res
+
+
+def engine_smoke(batches, seq: int, micro: int, peak: float, warmup: int, steps: int) -> dict:
+    import torch
+
+    os.environ.update({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+                       "MASTER_PORT": "29561"})
+    from codept.train import engine as E
+    from codept.train.config import RunConfig
+
+    world = E.init_distributed()
+    m, net = build_net(50304, "sdpa", dropout=0.1)
+    if DEV == "cpu":
+        torch.set_num_threads(2)
+    cfg = RunConfig(seq_len=seq, micro_batch_rows=micro, global_batch_rows=micro, steps=steps, lr=5e-4,
+                    warmup_steps=10, schedule="cosine", ds_config="zero2_bf16" if DEV == "cuda" else "zero2")
+    eng = E.build_engine(net, cfg, world)
+    data = [batches[i % len(batches)] for i in range(steps)]
+    losses = []
+
+    def step(b):
+        losses.append(E.train_step(eng, [b], lambda e, x: e(x), heads=["mlm"])["loss"])
+
+    dt = timed_loop(step, data, warmup)
+    fl = flops_of(m, data[warmup:], seq)
+    tokens = sum(int((b["segment_ids"] > 0).sum()) for b in data[warmup:])
+    k = max(1, len(losses) // 10)
+    res = {"ds_config": "zero2_bf16", "steps": steps, "tok_s": round(tokens / dt),
+           "model_tflops": round(fl / dt / 1e12, 1), "mfu": round(fl / dt / 1e12 / peak, 4),
+           "loss_first_tenth": round(sum(losses[:k]) / k, 3), "loss_last_tenth": round(sum(losses[-k:]) / k, 3),
+           "all_finite": all(x == x and abs(x) < 1e4 for x in losses),
+           "peak_mem_gib": peak_mem_gib()}
+    E.shutdown()
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--make-batches", default="", help="CPU: write real packed rows to this .npz and exit")
+    ap.add_argument("--batches", default="runs/gpu_batches.npz")
+    ap.add_argument("--rows", type=int, default=1024)
+    ap.add_argument("--seq", type=int, default=512)
+    ap.add_argument("--micro", type=int, default=64, help="rows per micro-batch on the GPU")
+    ap.add_argument("--peak-tflops", type=float, default=989.0)
+    ap.add_argument("--budget-s", type=float, default=420.0, help="skip sections that would overrun this")
+    ap.add_argument("--engine-steps", type=int, default=120)
+    ap.add_argument("--out", default=os.environ.get("OUT", "runs"))
+    ap.add_argument("--dry-run", action="store_true", help="CPU, tiny model, 4 micro-batches: check the script")
+    args = ap.parse_args()
+    if args.make_batches:
+        return make_batches(args.make_batches, args.rows, args.seq)
+
+    import torch
+
+    global PRESET, DEV
+    if args.dry_run:
+        PRESET, DEV, args.micro, args.engine_steps = "tiny", "cpu", 8, 8
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+
+    deadline = time.time() + args.budget_s
+    torch.backends.cuda.matmul.allow_tf32 = True
+    batches = load_batches(args.batches, args.micro, DEV)
+    if args.dry_run:
+        batches = batches[:6]
+    results = {"device": torch.cuda.get_device_name() if DEV == "cuda" else "cpu (dry run)", "torch": torch.__version__, "micro_rows": args.micro,
+               "seq": args.seq, "micro_batches": len(batches)}
+    print(json.dumps(results), flush=True)
+    w = 3
+    section("attention_paths", lambda: attention_paths(batches), results, deadline, 20)
+    section("plain_sdpa", lambda: plain(batches, "sdpa", False, args.seq, args.peak_tflops, w), results, deadline, 30)
+    section("plain_flex", lambda: plain(batches, "flex", False, args.seq, args.peak_tflops, w), results, deadline, 60)
+    section("engine_zero2_bf16", lambda: engine_smoke(batches, args.seq, args.micro, args.peak_tflops, w,
+                                                       args.engine_steps), results, deadline, 90)
+    section("plain_sdpa_compiled", lambda: plain(batches, "sdpa", True, args.seq, args.peak_tflops, w), results,
+            deadline, 150)
+    section("plain_flex_compiled", lambda: plain(batches, "flex", True, args.seq, args.peak_tflops, w), results,
+            deadline, 150)
+    eng, pl = results.get("engine_zero2_bf16", {}), results.get("plain_sdpa", {})
+    if "tok_s" in eng and "tok_s" in pl:
+        results["engine_over_plain_sdpa"] = round(eng["tok_s"] / pl["tok_s"], 3)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "gpu_check.json").write_text(json.dumps(results, indent=2))
+    print("\n" + json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
