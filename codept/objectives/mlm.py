@@ -1,6 +1,6 @@
 """``mlm``: BERT masked language modelling on a code view (or any document with input_ids).
 
-1. Candidates: every token except special ids (< n_special). Select ``rate`` (15%) of them
+1. Candidates: every token except special ids (Vocab.is_special). Select ``rate`` (15%) of them
    uniformly (codept.objectives.select.random_tokens); the expected count is exact.
 2. Render 80/10/10 per token (codept.objectives.render.bert_80_10_10).
 3. Bidirectional: prefix all True. Labels under ``labels["mlm"]``.
@@ -28,7 +28,7 @@ class Config:
 def build(vocab: render.Vocab, cfg: Config = Config()):
     def mlm(view, rng: np.random.Generator) -> Example:
         ids = np.asarray(view.input_ids)
-        chosen = select.random_tokens(ids >= vocab.n_special, cfg.rate, rng)
+        chosen = select.random_tokens(vocab.candidates(ids), cfg.rate, rng)
         new, labels = render.bert_80_10_10(ids, render.tokens_as_units(chosen), vocab, rng, cfg.p_mask, cfg.p_random)
         return Example(new, np.ones(len(ids), dtype=bool), labels={"mlm": labels})
 

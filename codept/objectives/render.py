@@ -3,35 +3,84 @@
 ``bert_80_10_10`` (BERT, kept by RoBERTa and CodeBERT): of the selected units, 80% become <mask>,
 10% a random ordinary token, 10% stay as they are; labels hold the original ids at every selected
 token (the model must also recover kept and replaced tokens) and IGNORE elsewhere. The draw is per
-unit: a whole span is masked, replaced or kept together. Random replacements are drawn from the
-ordinary vocabulary ``[n_special, vocab_size)`` (never a special token).
+unit: a whole span is masked, replaced or kept together. Random replacements are drawn uniformly from the
+ordinary (non-special) ids of :class:`Vocab` (never a special token).
 Cost: O(T). Not covered: sentinel rendering (T5/GLM), identifier renaming (later objectives).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from codept.data.example import IGNORE
 
 
+MASK_TOKENS = ("<mask>", "[MASK]")  # codept/RoBERTa/CodeBERT, BERT/MiniLM
+PAD_TOKENS = ("<pad>", "[PAD]")
+
+
 @dataclass(frozen=True)
 class Vocab:
-    """What rendering needs to know about the tokenizer."""
+    """What selection and rendering need to know about a tokenizer: its size, which ids are special
+    (never selected, never drawn as a random replacement) and the mask and padding ids. Works for
+    codept's BPE (specials at [0, n_special)) and for any ``tokenizers`` vocabulary whose special
+    tokens are registered as such (BERT WordPiece: [PAD]=0, [UNK]=100, [CLS]=101, [SEP]=102,
+    [MASK]=103; RoBERTa BPE: <s>=0, <pad>=1, </s>=2, <unk>=3, <mask>=50264)."""
 
     size: int
-    n_special: int
+    special_ids: tuple[int, ...]
     mask_id: int
     pad_id: int = 0
 
+    def __post_init__(self):
+        bad = [i for i in (self.mask_id, self.pad_id, *self.special_ids) if not 0 <= i < self.size]
+        if bad:
+            raise ValueError(f"Vocab: ids {bad[:5]} outside [0, {self.size})")
+
+    @classmethod
+    def contiguous(cls, size: int, n_special: int, mask_id: int, pad_id: int = 0) -> "Vocab":
+        """Specials at [0, n_special) (codept's own tokenizers)."""
+        return cls(size=size, special_ids=tuple(range(n_special)), mask_id=mask_id, pad_id=pad_id)
+
     @classmethod
     def from_tokenizer(cls, tok) -> "Vocab":
-        from codept.tokenizer import n_special
+        """From a ``tokenizers.Tokenizer``: every added token marked special is special."""
+        added = tok.get_added_tokens_decoder()
+        specials = tuple(sorted(i for i, t in added.items() if t.special))
+        by_text = {t.content: i for i, t in added.items()}
+        mask = next((by_text[m] for m in MASK_TOKENS if m in by_text), None)
+        if mask is None:
+            raise ValueError(f"the tokenizer has no mask token (looked for {MASK_TOKENS} among its added tokens)")
+        pad = next((by_text[m] for m in PAD_TOKENS if m in by_text), 0)
+        return cls(size=tok.get_vocab_size(), special_ids=specials, mask_id=mask, pad_id=pad)
 
-        return cls(size=tok.get_vocab_size(), n_special=n_special(tok), mask_id=tok.token_to_id("<mask>"),
-                   pad_id=tok.token_to_id("<pad>"))
+    @cached_property
+    def is_special(self) -> np.ndarray:
+        """(size,) bool"""
+        out = np.zeros(self.size, dtype=bool)
+        out[list(self.special_ids)] = True
+        return out
+
+    @cached_property
+    def ordinary_ids(self) -> np.ndarray:
+        """Ids a random replacement may take, ascending."""
+        return np.flatnonzero(~self.is_special)
+
+    @property
+    def n_special(self) -> int:
+        return len(self.special_ids)
+
+    def candidates(self, ids: np.ndarray) -> np.ndarray:
+        """(T,) bool: tokens an objective may select (not special)."""
+        return ~self.is_special[ids]
+
+    def random_ordinary(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """n ids drawn uniformly from the ordinary vocabulary."""
+        ordinary = self.ordinary_ids
+        return ordinary[rng.integers(0, len(ordinary), size=n)]
 
 
 def bert_80_10_10(ids: np.ndarray, units: np.ndarray, vocab: Vocab, rng: np.random.Generator,
@@ -48,7 +97,7 @@ def bert_80_10_10(ids: np.ndarray, units: np.ndarray, vocab: Vocab, rng: np.rand
     masked = tok[r < p_mask]
     out[masked] = vocab.mask_id
     rand = tok[(r >= p_mask) & (r < p_mask + p_random)]
-    out[rand] = rng.integers(vocab.n_special, vocab.size, size=len(rand))
+    out[rand] = vocab.random_ordinary(rng, len(rand))
     return out, labels
 
 

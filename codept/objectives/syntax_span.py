@@ -44,7 +44,7 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         spans = np.asarray(view.spans)
         if len(kind_ids):
             spans = spans[np.isin(spans[:, 2], kind_ids)]
-        units = select.whole_spans(spans, ids >= vocab.n_special, cfg.rate, rng)
+        units = select.whole_spans(spans, vocab.candidates(ids), cfg.rate, rng)
         new, labels = render.bert_80_10_10(ids, units, vocab, rng, cfg.p_mask, cfg.p_random)
         bounds = np.stack([units[:, 0], units[:, 1] - 1], axis=1) if len(units) else np.zeros((0, 2), np.int64)
         return Example(new, np.ones(len(ids), dtype=bool), labels={"mlm": labels}, pointers={"span": bounds})
