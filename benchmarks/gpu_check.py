@@ -59,7 +59,13 @@ def load_batches(path: str, micro: int, device):
     z = np.load(path)
     full = {k: torch.from_numpy(z[k.replace(".", "_")].astype(np.bool_ if k == "prefix" else np.int64)) for k in KEYS}
     n = full["input_ids"].shape[0] // micro
-    return [{k: v[i * micro:(i + 1) * micro].to(device) for k, v in full.items()} for i in range(n)]
+    pin = device == "cuda"
+    return [{k: (v[i * micro:(i + 1) * micro].pin_memory() if pin else v[i * micro:(i + 1) * micro])
+             for k, v in full.items()} for i in range(n)]
+
+
+def to_dev(b: dict) -> dict:
+    return {k: v.to(DEV, non_blocking=True) for k, v in b.items()}
 
 
 PRESET = "small_1xh200"  # --dry-run: "tiny" on the CPU
@@ -120,7 +126,7 @@ def attention_paths(batches) -> dict:
 
     m, _ = build_net(50304, "reference")
     m = m.to(DEV).eval()
-    b = {k: v[:8] for k, v in batches[0].items()}
+    b = to_dev({k: v[:8] for k, v in batches[0].items()})
     out = {}
     with torch.inference_mode():
         ref = m.encode(b, attention="reference")
@@ -146,7 +152,7 @@ def timed_loop(step, batches, warmup: int) -> float:
     return time.perf_counter() - t0
 
 
-def plain(batches, attention: str, compile_: bool, seq: int, peak: float, warmup: int) -> dict:
+def plain(batches, attention: str, compile_: bool, seq: int, peak: float, warmup: int, profile: bool = False) -> dict:
     import torch
 
     m, net = build_net(50304, attention)
@@ -156,6 +162,7 @@ def plain(batches, attention: str, compile_: bool, seq: int, peak: float, warmup
     losses = []
 
     def step(b):
+        b = to_dev(b)
         with torch.autocast(DEV, dtype=torch.bfloat16):
             s, n = fwd(b)["mlm"]
         loss = s / n.clamp(min=1)
@@ -168,9 +175,12 @@ def plain(batches, attention: str, compile_: bool, seq: int, peak: float, warmup
     dt = timed_loop(step, batches, warmup)
     fl = flops_of(m, batches[warmup:], seq)
     tokens = sum(int((b["segment_ids"] > 0).sum()) for b in batches[warmup:])
+    top = kernel_profile(step, batches[:3]) if profile else None
     res = {"params": m.num_parameters(), "tok_s": round(tokens / dt), "model_tflops": round(fl / dt / 1e12, 1),
            "mfu": round(fl / dt / 1e12 / peak, 4), "loss_first": float(losses[0]), "loss_last": float(losses[-1]),
            "peak_mem_gib": peak_mem_gib()}
+    if top:
+        res["top_kernels_ms"] = top
     del net, opt, fwd
     if DEV == "cuda":
         torch.cuda.empty_cache()
@@ -178,11 +188,26 @@ def plain(batches, attention: str, compile_: bool, seq: int, peak: float, warmup
     return res
 
 
-def engine_smoke(batches, seq: int, micro: int, peak: float, warmup: int, steps: int) -> dict:
+def kernel_profile(step, batches) -> dict:
+    """GPU time per kernel family over a few steps (where the time goes)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = DEV == "cuda"
+    with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
+        for b in batches:
+            step(b)
+        sync()
+    t = (lambda e: e.device_time_total) if cuda else (lambda e: e.cpu_time_total)
+    rows = sorted(prof.key_averages(), key=lambda e: -t(e))[:12]
+    return {e.key[:80]: round(t(e) / 1e3 / len(batches), 2) for e in rows}
+
+
+def engine_smoke(batches, seq: int, micro: int, peak: float, warmup: int, steps: int, compile_: bool = False,
+                 port: int = 29561) -> dict:
     import torch
 
     os.environ.update({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
-                       "MASTER_PORT": "29561"})
+                       "MASTER_PORT": str(port)})
     from codept.train import engine as E
     from codept.train.config import RunConfig
 
@@ -193,6 +218,8 @@ def engine_smoke(batches, seq: int, micro: int, peak: float, warmup: int, steps:
     cfg = RunConfig(seq_len=seq, micro_batch_rows=micro, global_batch_rows=micro, steps=steps, lr=5e-4,
                     warmup_steps=10, schedule="cosine", ds_config="zero2_bf16" if DEV == "cuda" else "zero2")
     eng = E.build_engine(net, cfg, world)
+    if compile_:
+        eng.compile()
     data = [batches[i % len(batches)] for i in range(steps)]
     losses = []
 
@@ -203,7 +230,7 @@ def engine_smoke(batches, seq: int, micro: int, peak: float, warmup: int, steps:
     fl = flops_of(m, data[warmup:], seq)
     tokens = sum(int((b["segment_ids"] > 0).sum()) for b in data[warmup:])
     k = max(1, len(losses) // 10)
-    res = {"ds_config": "zero2_bf16", "steps": steps, "tok_s": round(tokens / dt),
+    res = {"ds_config": "zero2_bf16", "compiled": compile_, "steps": steps, "tok_s": round(tokens / dt),
            "model_tflops": round(fl / dt / 1e12, 1), "mfu": round(fl / dt / 1e12 / peak, 4),
            "loss_first_tenth": round(sum(losses[:k]) / k, 3), "loss_last_tenth": round(sum(losses[-k:]) / k, 3),
            "all_finite": all(x == x and abs(x) < 1e4 for x in losses),
@@ -222,6 +249,9 @@ def main() -> None:
     ap.add_argument("--peak-tflops", type=float, default=989.0)
     ap.add_argument("--budget-s", type=float, default=420.0, help="skip sections that would overrun this")
     ap.add_argument("--engine-steps", type=int, default=120)
+    ap.add_argument("--sections", default="attention_paths,plain_sdpa,plain_flex,engine_zero2_bf16,"
+                    "plain_sdpa_compiled,plain_flex_compiled", help="comma-separated subset, run in this order")
+    ap.add_argument("--profile", action="store_true", help="per-kernel GPU time of the compiled plain loop")
     ap.add_argument("--out", default=os.environ.get("OUT", "runs"))
     ap.add_argument("--dry-run", action="store_true", help="CPU, tiny model, 4 micro-batches: check the script")
     args = ap.parse_args()
@@ -244,15 +274,20 @@ def main() -> None:
                "seq": args.seq, "micro_batches": len(batches)}
     print(json.dumps(results), flush=True)
     w = 3
-    section("attention_paths", lambda: attention_paths(batches), results, deadline, 20)
-    section("plain_sdpa", lambda: plain(batches, "sdpa", False, args.seq, args.peak_tflops, w), results, deadline, 30)
-    section("plain_flex", lambda: plain(batches, "flex", False, args.seq, args.peak_tflops, w), results, deadline, 60)
-    section("engine_zero2_bf16", lambda: engine_smoke(batches, args.seq, args.micro, args.peak_tflops, w,
-                                                       args.engine_steps), results, deadline, 90)
-    section("plain_sdpa_compiled", lambda: plain(batches, "sdpa", True, args.seq, args.peak_tflops, w), results,
-            deadline, 150)
-    section("plain_flex_compiled", lambda: plain(batches, "flex", True, args.seq, args.peak_tflops, w), results,
-            deadline, 150)
+    p, seq = args.peak_tflops, args.seq
+    plan = {
+        "attention_paths": (20, lambda: attention_paths(batches)),
+        "plain_sdpa": (30, lambda: plain(batches, "sdpa", False, seq, p, w)),
+        "plain_flex": (60, lambda: plain(batches, "flex", False, seq, p, w)),
+        "engine_zero2_bf16": (90, lambda: engine_smoke(batches, seq, args.micro, p, w, args.engine_steps)),
+        "plain_sdpa_compiled": (150, lambda: plain(batches, "sdpa", True, seq, p, w, args.profile)),
+        "plain_flex_compiled": (150, lambda: plain(batches, "flex", True, seq, p, w)),
+        "engine_zero2_bf16_compiled": (200, lambda: engine_smoke(batches, seq, args.micro, p, w, args.engine_steps,
+                                                                 compile_=True, port=29562)),
+    }
+    for name in args.sections.split(","):
+        need, fn = plan[name]
+        section(name, fn, results, deadline, need)
     eng, pl = results.get("engine_zero2_bf16", {}), results.get("plain_sdpa", {})
     if "tok_s" in eng and "tok_s" in pl:
         results["engine_over_plain_sdpa"] = round(eng["tok_s"] / pl["tok_s"], 3)
