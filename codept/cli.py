@@ -4,6 +4,9 @@
   codept prepare-text SRC... [--out DIR]    text/markdown/rst/man documents and parallel pairs -> views
   codept tokenizer train SRC... --out DIR   byte-level BPE with codept's special tokens
   codept export CKPT --out DIR              a training checkpoint -> a transformers model folder
+  codept probe build SRC... --out DIR [--exclude PREPARED...]
+                                            code-search probe pairs, decontaminated against training data
+  codept probe run --model M --probe DIR    MRR / R@k of a model (checkpoint, transformers folder, bm25, random)
   codept grammar check [LANG...]            run the caret-annotated fixtures of grammars/<lang>/
   codept view FILE [--tokenizer DIR]        print the view of one file (debugging a grammar)
   codept corpora list                       the demo-corpus registry (pip/npm/apt, pinned)
@@ -90,6 +93,18 @@ def _cmd_prepare_text(args) -> int:
     return text_main(args)
 
 
+def _cmd_probe_build(args) -> int:
+    from codept.probe.build import main as build_main
+
+    return build_main(args)
+
+
+def _cmd_probe_run(args) -> int:
+    from codept.probe.run import main as run_main
+
+    return run_main(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="codept", description="Structure-aware pretraining data for code models.")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -149,6 +164,17 @@ def build_parser() -> argparse.ArgumentParser:
     pv.add_argument("--lang")
     pv.add_argument("--tokenizer", type=Path)
     pv.set_defaults(fn=_cmd_view)
+
+    from codept.probe import build as probe_build
+    from codept.probe import run as probe_run
+
+    pr = sub.add_parser("probe", help="code-search probes").add_subparsers(dest="sub", required=True)
+    pb = pr.add_parser("build", help="(docstring, code) pairs from a corpus, decontaminated")
+    probe_build.add_arguments(pb)
+    pb.set_defaults(fn=_cmd_probe_build)
+    prun = pr.add_parser("run", help="score a model on a probe: MRR, R@1/5/10, JSON + markdown + PNG")
+    probe_run.add_arguments(prun)
+    prun.set_defaults(fn=_cmd_probe_run)
 
     from codept.data.corpora import add_cli as add_corpora_cli
 

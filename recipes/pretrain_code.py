@@ -10,9 +10,14 @@ a summary. Steps:
      RunConfig (codept.train.config / engine); resume from ``out_dir/latest`` if present;
   4. each optimizer step: k micro-batches of ``micro_batch_rows`` rows, loss normalised over the
      whole step (codept.train.engine.train_step); checkpoints with the stream state and RNG;
-  5. rank 0 logs (progress bar, TensorBoard scalars, loss-curve PNG) and prints the summary.
+  5. code-search probes (codept.probe.defaults): in-domain = held-out files of the training corpus (never
+     trained on), cross-project = networkx; a cheap probe every ``probe.every`` steps is logged as
+     ``eval/mrr_<lang>`` (cross-project) and ``eval/in_domain/mrr_<lang>``; the final probe compares
+     the model with BM25 and a random-init encoder (cached baselines);
+  6. rank 0 logs (progress bar, TensorBoard scalars, loss-curve PNG) and prints the summary.
 Overrides: RunConfig fields (``steps=200``), model fields with ``model.`` (``model.layers=2``), data
-settings with ``data.`` (``data.mixture=mlm:2,syntax_span:1``); unknown keys are refused.
+settings with ``data.`` (``data.mixture=mlm:2,syntax_span:1``), probe settings with ``probe.``
+(``probe.every=0``, ``probe.project=``); unknown keys are refused.
 Continued pretraining: ``--init-from DIR`` starts from a transformers BERT/RoBERTa encoder folder
 (config.json, weights, tokenizer.json), e.g. all-MiniLM-L6-v2: its shape and tokenizer replace the
 preset's (views are prepared with that tokenizer, cached separately), its MLM head is loaded when the
@@ -43,6 +48,10 @@ from codept.model.heads import Pretrainer, build_head  # noqa: E402
 from codept.model.hf import init_from, load_mlm_head  # noqa: E402
 from codept.objectives import build as build_objective  # noqa: E402
 from codept.objectives.render import Vocab  # noqa: E402
+from codept.probe import load_pairs  # noqa: E402
+from codept.probe.defaults import ProbeConfig, baseline, default_probes  # noqa: E402
+from codept.probe.run import Probe  # noqa: E402
+from codept.probe.split import split_views  # noqa: E402
 from codept.prepare import load_views, prepare  # noqa: E402
 from codept.tokenizer import default_tokenizer_dir, load_tokenizer  # noqa: E402
 from codept.train import checkpoint  # noqa: E402
@@ -85,22 +94,24 @@ PRESETS = {"debug_cpu": debug_cpu, "small_1xh200": small_1xh200, "base_8xh200": 
 
 
 def configure(preset: str, items: list[str]):
-    """(RunConfig, ModelConfig, DataConfig) of a preset with key=value overrides applied."""
+    """(RunConfig, ModelConfig, DataConfig, ProbeConfig) of a preset with key=value overrides applied."""
     if preset not in PRESETS:
         raise SystemExit(f"unknown preset {preset!r}; presets: {sorted(PRESETS)}")
     run, model, data = PRESETS[preset]()
-    run_items = [x for x in items if not x.startswith(("model.", "data."))]
-    model_kw = dict(x[6:].split("=", 1) for x in items if x.startswith("model."))
-    data_kw = dict(x[5:].split("=", 1) for x in items if x.startswith("data."))
-    run = override(run, run_items)
-    model_fields = {f.name: f.type for f in dataclasses.fields(model)}
-    bad = sorted(set(model_kw) - set(model_fields)) + sorted(set(data_kw) - {f.name for f in dataclasses.fields(data)})
-    if bad:
-        raise SystemExit(f"unknown override keys {bad}")
+    probe = ProbeConfig()
+    prefixes = ("model.", "data.", "probe.")
+    run = override(run, [x for x in items if not x.startswith(prefixes)])
     cast = {"int": int, "float": float, "bool": lambda v: v.lower() in ("1", "true", "yes"), "str": str}
-    model = T.configure(model, **{k: cast.get(str(model_fields[k]), str)(v) for k, v in model_kw.items()})
-    data = dataclasses.replace(data, **{k: (int(v) if k == "buffer" else v) for k, v in data_kw.items()})
-    return run, model, data
+    out = []
+    for prefix, cfg in zip(prefixes, (model, data, probe)):
+        kw = dict(x[len(prefix):].split("=", 1) for x in items if x.startswith(prefix))
+        types = {f.name: str(f.type) for f in dataclasses.fields(cfg)}
+        bad = sorted(set(kw) - set(types))
+        if bad:
+            raise SystemExit(f"unknown override keys {[prefix + k for k in bad]}; {prefix[:-1]} has {sorted(types)}")
+        out.append(dataclasses.replace(cfg, **{k: cast[types[k]](v) for k, v in kw.items()}))
+    model, data, probe = out
+    return run, T.configure(model), data, probe
 
 
 # -- the run -------------------------------------------------------------------------------------
@@ -114,7 +125,7 @@ def main(argv: list[str]) -> int:
                     help="a transformers BERT/RoBERTa folder to continue pretraining from (with its tokenizer)")
     ap.add_argument("overrides", nargs="*", help="key=value (RunConfig), model.key=value, data.key=value")
     args = ap.parse_args(argv)
-    run, model_cfg, data = configure(args.preset, args.overrides)
+    run, model_cfg, data, pcfg = configure(args.preset, args.overrides)
     init_dir = Path(args.init_from).resolve() if args.init_from else None
     if init_dir is not None:
         shape = {"vocab_size", "hidden", "layers", "heads", "intermediate", "max_positions", "type_vocab_size"}
@@ -138,7 +149,18 @@ def main(argv: list[str]) -> int:
         tok_dir = init_dir or default_tokenizer_dir()
         summary = prepare(sources, tokenizer_dir=tok_dir, progress=False)
     views = load_views(summary["out"])
-    vocab = Vocab.from_tokenizer(load_tokenizer(tok_dir))
+    tokenizer = load_tokenizer(tok_dir)
+    vocab = Vocab.from_tokenizer(tokenizer)
+
+    # code-search probes: rank 0 builds them (cached), then every rank holds the same pairs
+    if is_main:
+        probe_dirs = default_probes(views, summary["cache_key"], summary["out"], pcfg, progress=True)
+    E.barrier()
+    if not is_main:
+        probe_dirs = default_probes(views, summary["cache_key"], summary["out"], pcfg)
+    if pcfg.holdout > 0:
+        views = views.select(split_views(views, pcfg.holdout)[0])  # train on the other files only
+    cheap = {n: Probe.from_pairs(load_pairs(d), pcfg.pool, 0, max_queries=pcfg.queries) for n, d in probe_dirs.items()}
     if init_dir is None and model_cfg.vocab_size != vocab.size:
         model_cfg = T.configure(model_cfg, vocab_size=vocab.size)
 
@@ -184,12 +206,30 @@ def main(argv: list[str]) -> int:
         tokens += sum(int((b["segment_ids"] > 0).sum()) for b in micro)
         scalars = E.train_step(engine, micro, loss_fn, heads=["mlm"])
         log.step(step + 1, scalars)
+        if pcfg.every and (step + 1) % pcfg.every == 0 and step + 1 < run.steps:
+            log.scalars(step + 1, probe_scalars(cheap, engine, tokenizer, pcfg))
         if (run.save_every and (step + 1) % run.save_every == 0) or step + 1 == run.steps:
             client = {"stream": stream.state_dict(), "model": dataclasses.asdict(model_cfg), "tokenizer": str(tok_dir)}
             checkpoint.save(engine, run.out_dir, step + 1, client, config=run, keep_last=run.keep_last)
     tokens_all = sum(E.all_gather_object(tokens))
-    seconds = time.time() - t_start
     train_seconds = time.time() - t_train
+
+    # 5. final probe: the model (every rank runs the forward: ZeRO-3 gathers parameters) and baselines
+    table = {}
+    for name, d in probe_dirs.items():
+        full = Probe.from_pairs(load_pairs(d), pcfg.pool, 0, max_queries=pcfg.final_queries)
+        ours = full.evaluate_codept(engine.module.model, tokenizer, max_len=pcfg.max_len, device=engine.device)
+        # per probe: pairs, pool size, and each scorer's MRR (overall, and per language when several)
+        row = {"pairs": len(full), "pool": min(pcfg.pool, len(full)), "model": round(ours["mrr"], 4)}
+        if len(ours["by_lang"]) > 1:
+            row.update({f"model_{lang}": round(r["mrr"], 4) for lang, r in ours["by_lang"].items()})
+        if is_main:
+            for spec in filter(None, pcfg.baselines.split(",")):
+                result = baseline(d, spec, pcfg)
+                row[spec] = round(result["overall"]["pool"]["mrr"], 4)
+        table[name] = row
+        log.scalars(run.steps, {f"eval/{name}/mrr": ours["mrr"]})
+    seconds = time.time() - t_start
 
     # 5. summary
     if is_main:
@@ -197,14 +237,24 @@ def main(argv: list[str]) -> int:
         first, last = log.first_last()
         print(json.dumps({
             "preset": args.preset, "ranks": world.world_size, "steps": run.steps, "resumed_from": start,
-            "params": model.num_parameters(), "init_from": str(init_dir) if init_dir else None,
+            "params": model.num_parameters(), "train_views": len(views), "init_from": str(init_dir) if init_dir else None,
             "mlm_head_loaded": head_loaded, "views": summary["viewed"], "tokens_trained": tokens_all,
             "train_tokens_per_s": round(tokens_all / max(train_seconds, 1e-9)), "seconds": round(seconds, 1),
-            "loss_first": first, "loss_last": last, "out_dir": run.out_dir,
+            "loss_first": first, "loss_last": last, "probe_mrr": table, "out_dir": run.out_dir,
             "loss_curve": str(Path(run.out_dir) / "loss.png"),
         }, indent=2))
     E.shutdown()
     return 0
+
+
+def probe_scalars(probes: dict, engine, tokenizer, pcfg: ProbeConfig) -> dict:
+    """Cheap probe of the live model: ``eval/mrr_<lang>`` (cross-project), ``eval/<probe>/mrr_<lang>``."""
+    out = {}
+    for name, probe in probes.items():
+        r = probe.evaluate_codept(engine.module.model, tokenizer, max_len=pcfg.max_len, device=engine.device)
+        prefix = "eval/" if name == "cross_project" else f"eval/{name}/"
+        out.update({f"{prefix}mrr_{lang}": v["mrr"] for lang, v in r["by_lang"].items()})
+    return out
 
 
 class _Log:
@@ -237,6 +287,17 @@ class _Log:
                 self.tb.add_scalar(f"train/{k}", v, step)
         self.bar.set_postfix(loss=f"{scalars['loss']:.3f}", lr=f"{scalars['lr']:.1e}")
         self.bar.update(1)
+
+    def scalars(self, step: int, scalars: dict) -> None:
+        """Evaluation scalars (TensorBoard + eval.jsonl)."""
+        if not self.enabled:
+            return
+        with open(self.out / "eval.jsonl", "a") as f:
+            f.write(json.dumps({"step": step, **scalars}) + "\n")
+        if self.tb is not None:
+            for k, v in scalars.items():
+                self.tb.add_scalar(k, v, step)
+        self.bar.write(f"step {step}: " + " ".join(f"{k}={v:.3f}" for k, v in scalars.items()))
 
     def first_last(self) -> tuple[float | None, float | None]:
         if not self.losses:

@@ -1,0 +1,750 @@
+"""``codept probe build``: code-search probe pairs (query, code) from any corpus, decontaminated.
+
+A pair is one documented function or method: the query is the first sentence of its doc, cleaned
+per language; the code (the candidate a model must retrieve) is the definition with that doc cut
+out, name and signature kept. Works on the views of ``codept prepare`` (the ``functions`` rows of
+a view: kind, definition, name and doc token ranges), so it covers every language with a grammar;
+the only per-language code is :func:`clean_query` (comment syntax and doc-markup conventions).
+
+1. Inputs -> views: ``prepare(SRC...)`` (cached by content); only the ``path``, ``lang``, ``text``,
+   ``offsets`` and ``functions`` columns are read (:func:`iter_doc_views`, Arrow batches, no
+   Python lists of token ids).
+2. Every function/method (classes are not pairs) -> a candidate pair, filters counted per language:
+   ``other_lang`` (``--lang``), ``no_doc``, ``short_query`` (fewer than ``min_query_words`` words
+   after cleaning, "" included), ``short_body`` (fewer than ``min_body_lines`` non-blank lines once
+   the doc is removed), then ``duplicate_query``: every pair whose normalised query occurs more than
+   once in its language is dropped (the query cannot tell them apart: overloads, copied docs), and
+   ``duplicate_code``: every remaining pair whose normalised code (as for decontamination) occurs more
+   than once (identical getters, copied helpers: a pool must not hold two identical candidates).
+3. Decontamination (:class:`Contamination`) against training views (each ``--exclude``): a pair
+   goes if its normalised query is the cleaned first sentence of any documented definition there
+   (``query_in_training``) or its normalised body (doc removed, all whitespace removed, so
+   re-indented copies match) is that of any training function (``body_in_training``). Both are
+   8-byte blake2b hashes in sorted NumPy arrays: 16 bytes per training function.
+4. Output: ``save_pairs`` -> ``pairs.jsonl`` sorted by (lang, path, start) + ``probe.json`` (meta:
+   sources, prepare counts and skipped inputs, per-language counts of every filter, decontamination).
+
+Doc positions (from ``grammars/<lang>/tags.scm``): a Python docstring is the first statement of the
+body (inside the definition: cut out with its line); Java/JS/PHP ``/** */``, Go ``//`` runs and
+Ruby ``#`` runs precede the definition (the candidate is then just the definition range).
+Query cleaning (:func:`clean_query`): comment syntax stripped and dedented; Python stops at
+reST/Google/numpy sections, doctests and directives, roles ``:func:`x``` -> ``x``, a leading call
+signature paragraph ("S.lower() -> str") is skipped; Javadoc, JSDoc and PHPDoc stop at the first block
+``@tag`` (JSDoc's ``@description`` is used when nothing precedes the tags), inline tags become their
+text, HTML tags are removed (block tags end a paragraph) and entities unescaped; Go drops directives
+(``//go:...``) and doc links keep their text (``[io.Reader]``); Ruby skips leading YARD tags
+(``@private``, ``@api``) and stops at the next one, skips ``:call-seq:`` blocks, rdoc ``+x+`` and YARD
+``{#x}`` -> ``x``, ``:nodoc:`` means undocumented. Every language: markdown code/bold/links keep their
+text, a list item or an ``Examples:`` line ends the paragraph, ``TODO``/``FIXME``/``Deprecated:``
+paragraphs are skipped. Then the first sentence of the first paragraph (up to ``.``/``?``/``!`` +
+whitespace or end; not at ``e.g.``/``i.e.``), and a leading mention of the function's own name is
+dropped (Go's convention, "Foo returns ..." -> "returns ...", and any language that does the same),
+so the query does not give the answer away by its first word.
+
+Cost: prepare (cached) + one pass over the needed columns; cleaning ~20 us per documented function.
+Memory: the pairs, plus 16 bytes per function of the training data. Not covered: renamed or
+semantically equal copies (decontamination is exact after whitespace removal), near-duplicate
+queries ("Return the x" vs "Returns the x." are equal after normalisation only if the words are),
+doc comments that tags.scm does not attach (e.g. a blank line between doc and definition),
+languages whose docs follow other conventions than those above (they still get the generic cleaning).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import re
+import sys
+import textwrap
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from codept.probe import Pair, save_pairs
+from codept.structure.kinds import DEFINITION_KINDS
+from codept.structure.view import TokenText
+
+PAIR_KINDS = frozenset(i for i, k in enumerate(DEFINITION_KINDS) if k in ("function", "method"))
+VIEW_COLUMNS = ["path", "lang", "text", "offsets", "functions"]
+FILTERS = ("other_lang", "no_doc", "short_query", "short_body", "duplicate_query", "duplicate_code")
+MAX_SKIPS_IN_META = 1000  # skipped inputs listed in probe.json (all are in the prepare manifest)
+
+
+# -- query cleaning ------------------------------------------------------------------------------
+
+_PY_STRING = re.compile(r"""^\s*[rRuUbBfF]{0,2}("{3}|'{3}|"|')(.*?)\1\s*$""", re.S)
+_BLOCK_OPEN = re.compile(r"^\s*/\*+!?")
+_BLOCK_CLOSE = re.compile(r"\s*\*+/\s*$")
+_BLOCK_STAR = re.compile(r"^\s*\*(?!/) ?")
+_BANNER_END = re.compile(r"(?:^|\s+)\*+\s*$")  # "* Section title *" boxes, "*****" rules
+_LINE_COMMENT = re.compile(r"^\s*(//[/!]?|#+) ?")
+_GO_DIRECTIVE = re.compile(r"^\s*//(?:[a-z0-9]+:[a-z0-9]|line |export |nolint)")
+_UNDERLINE = re.compile(r"^\s*([-=~^*+#\"'`])\1{2,}\s*$")
+
+_PY_SECTIONS = (
+    "args", "arguments", "parameters", "params", "param", "parameter", "returns", "return", "yields", "yield",
+    "raises", "raise", "examples", "example", "notes", "note", "see also", "references", "attributes",
+    "keyword args", "keyword arguments", "kwargs", "other parameters", "warns", "warnings", "warning",
+    "todo", "methods", "usage", "exceptions", "receives",
+)
+_PY_SECTION = re.compile(r"^\s*(?:" + "|".join(re.escape(s) for s in _PY_SECTIONS) + r")\s*:\s*$", re.I)
+_PY_SECTION_WORD = re.compile(r"^\s*(?:" + "|".join(re.escape(s) for s in _PY_SECTIONS) + r")\s*$", re.I)
+_PY_STOP = re.compile(r"^\s*(?:>>>|\.\.\s+[\w-]+::|:[A-Za-z][\w ]*(?:\s[^:]*)?:(?:\s|$))")
+_PY_SIGNATURE = re.compile(r"^\s*[\w.]+\(.*\)\s*(?:->.*)?$")
+_PY_ROLE = re.compile(r":(?:[\w-]+:)*[\w-]+:`~?([^`<]*?)(?:\s*<[^>]*>)?`")
+
+_BLOCK_TAG = re.compile(r"^\s*@[A-Za-z!]")
+_DESCRIPTION_TAG = re.compile(r"^\s*@(?:description|desc|summary)\b\s*", re.I)
+_INLINE_LINK_LABEL = re.compile(r"\[([^\]]+)\]\{@link(?:plain|code)?\s+[^}]*\}")
+_INLINE_LINK = re.compile(r"\{@(?:link|linkplain|linkcode|see)\s+([^\s}|]+)(?:\s*\|\s*|\s+)?([^}]*)\}")
+_INLINE_DROP = re.compile(r"\{@(?:inheritDoc|inheritdoc|internal)\s*\}")
+_INLINE_OTHER = re.compile(r"\{@[A-Za-z]+\s*([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}")
+_HTML_BLOCK = re.compile(
+    r"</?(?:p|br|pre|ul|ol|li|h[1-6]|table|tr|td|th|thead|tbody|dl|dt|dd|hr|div|blockquote|center)\b[^>]*/?>",
+    re.I)
+_HTML_INLINE = re.compile(
+    r"</?(?:a|b|i|u|s|em|strong|code|tt|var|sup|sub|span|font|small|big|cite|dfn|kbd|samp|strike|abbr|"
+    r"img|q|mark|del|ins|nobr|wbr)\b[^>]*/?>", re.I)
+
+_MD_LINK = re.compile(r"\[([^\]\n]+)\]\([^)\s]*\)")
+_GO_DOC_LINK = re.compile(r"(?<![\w\]])\[(\*?[A-Za-z_][\w.]*)\](?![\w(\[:])")
+_BACKTICKS = re.compile(r"``?([^`]+)``?")
+_BOLD = re.compile(r"(?<![\w*])\*\*(\w[^*\n]*?)\*\*(?![\w*])")
+_EMPHASIS = re.compile(r"(?<![\w*])\*(\w+)\*(?![\w*])")  # rST *word*, rdoc *word*, markdown *word*
+_RDOC_CODE = re.compile(r"(?<![\w+])\+([^+\s][^+\n]*?)\+(?![\w+])")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+\u2022]|\d{1,2}[.)])\s+\S")
+_LIST_MARK = re.compile(r"^(?:[-*+\u2022]|\d{1,2}[.)])\s+")
+_EXAMPLES = re.compile(r"^\s*(?:Examples?|Usage|For example)\s*:\s*$", re.I)  # ends the description, any language
+_NOT_A_SUMMARY = re.compile(r"^(?:TODO|FIXME|XXX|HACK|NOTE\(|Deprecated:)")  # a paragraph that is not the summary
+_YARD_LINK = re.compile(r"\{([#\w:.?!]+)(?:\s[^}]*)?\}")
+_RDOC_DIRECTIVE = re.compile(r"(?<!\S):(?:nocov|stopdoc|startdoc|enddoc|doc|yields|notnew|not-new|internal):(?!\S)")
+_RUBY_STATUS = re.compile(r"^(?:Public|Internal|Private|Deprecated|Protected):\s*")
+
+_ABBREV = frozenset({"e.g", "i.e", "eg", "ie", "cf", "vs", "approx", "resp", "incl", "viz", "al", "no", "esp",
+                     "ca", "ref", "fig", "sec", "mr", "mrs", "dr", "st"})
+_SENTENCE_END = re.compile(r"[.?!]+(?=\s|$)")
+_LEADING_ARTICLE = frozenset({"a", "an", "the"})
+
+
+def _py_docstring_lines(doc: str) -> list[str]:
+    m = _PY_STRING.match(doc)
+    body = m.group(2) if m else doc
+    lines = body.expandtabs().split("\n")
+    # inspect.cleandoc: the first line is not indented like the rest
+    rest = textwrap.dedent("\n".join(lines[1:])).split("\n") if len(lines) > 1 else []
+    return [lines[0].strip(), *rest]
+
+
+def _comment_lines(doc: str, lang: str) -> list[str]:
+    """The text of a run of comments: `/* */` blocks (leading `*` stripped), `//` and `#` lines,
+    Ruby `=begin`/`=end`; dedented."""
+    out: list[str] = []
+    in_block = in_begin = False
+    for raw in doc.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+        if in_begin:
+            if raw.startswith("=end"):
+                in_begin = False
+            else:
+                out.append(raw)
+            continue
+        if in_block:
+            line = _BLOCK_STAR.sub("", raw, count=1)
+            if _BLOCK_CLOSE.search(line) or line.strip() == "*/":
+                in_block = False
+                line = _BLOCK_CLOSE.sub("", line)
+            out.append(_BANNER_END.sub("", line))
+            continue
+        if raw.startswith("=begin"):
+            in_begin = True
+            continue
+        if _BLOCK_OPEN.match(raw):
+            line = _BLOCK_OPEN.sub("", raw, count=1)
+            if _BLOCK_CLOSE.search(line):
+                line = _BLOCK_CLOSE.sub("", line)
+            else:
+                in_block = True
+            out.append(line)
+            continue
+        if lang == "go" and _GO_DIRECTIVE.match(raw):
+            continue
+        out.append(_LINE_COMMENT.sub("", raw, count=1))
+    return textwrap.dedent("\n".join(line.expandtabs().rstrip() for line in out)).split("\n")
+
+
+def _paragraphs(lines: list[str]) -> list[str]:
+    """Paragraphs, each joined into one whitespace-collapsed string: separated by blank lines, and a
+    list item starts a new one ("Foo does:\n  - a\n  - b" -> "Foo does:", "- a", "- b")."""
+    paras, cur = [], []
+    for line in lines:
+        if cur and _LIST_ITEM.match(line):
+            paras.append(" ".join(cur))
+            cur = []
+        if line.strip():
+            cur.append(line.strip())
+        elif cur:
+            paras.append(" ".join(cur))
+            cur = []
+    if cur:
+        paras.append(" ".join(cur))
+    return [" ".join(p.split()) for p in paras]
+
+
+def _until(lines: list[str], stop) -> list[str]:
+    for i, line in enumerate(lines):
+        if stop(i, line):
+            return lines[:i]
+    return lines
+
+
+def _python_lines(lines: list[str]) -> list[str]:
+    def stop(i: int, line: str) -> bool:
+        if _PY_STOP.match(line) or _PY_SECTION.match(line):
+            return True
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        return bool(line.strip()) and bool(_UNDERLINE.match(nxt)) and not _UNDERLINE.match(line)
+
+    lines = _until(lines, stop)
+    # a first paragraph that is only a call signature ("f(x, y) -> int"), as C-accelerated modules write
+    paras = _paragraphs(lines)
+    if paras and _PY_SIGNATURE.match(paras[0]):
+        first_blank = next((i for i, ln in enumerate(lines) if not ln.strip() and i > 0), len(lines))
+        lines = lines[first_blank:]
+    return lines
+
+
+def _javadoc_lines(lines: list[str]) -> list[str]:
+    desc = _until(lines, lambda i, line: bool(_BLOCK_TAG.match(line)))
+    if not any(ln.strip() for ln in desc):  # JSDoc may say it with a tag: @description / @summary
+        for i, line in enumerate(lines):
+            if _DESCRIPTION_TAG.match(line):
+                rest = _until(lines[i + 1:], lambda j, ln: bool(_BLOCK_TAG.match(ln)))
+                return [_DESCRIPTION_TAG.sub("", line), *rest]
+    return desc
+
+
+def _ruby_lines(lines: list[str]) -> list[str] | None:
+    if any(ln.strip() == ":nodoc:" for ln in lines):
+        return None
+    out, skip = [], False
+    tag_indent = -1  # inside a YARD tag: its text continues on lines indented deeper than the tag
+    for line in lines:
+        s = line.strip()
+        if tag_indent >= 0:
+            if not s or len(line) - len(line.lstrip()) > tag_indent:
+                continue
+            tag_indent = -1
+        if _BLOCK_TAG.match(line):
+            if any(ln.strip() for ln in out):
+                break  # the description ends at the first tag after it
+            tag_indent = len(line) - len(line.lstrip())  # leading tags (@private, @api public) are skipped
+            continue
+        if s.startswith("rubocop:") or re.match(r"^=+\s", s):
+            break
+        if s.startswith(":call-seq:"):
+            skip = True
+            continue
+        if skip:  # the signatures after :call-seq: run to the next blank line
+            skip = bool(s)
+            continue
+        out.append(line)
+    return out
+
+
+def _inline_markup(text: str, lang: str) -> str:
+    if lang in ("java", "javascript", "php", "ruby"):
+        text = _INLINE_DROP.sub("", text)
+        text = _INLINE_LINK_LABEL.sub(r"\1", text)
+        text = _INLINE_LINK.sub(lambda m: m.group(2).strip() or _link_target(m.group(1)), text)
+        text = _INLINE_OTHER.sub(r"\1", text)
+        text = _HTML_INLINE.sub("", text)
+        text = html.unescape(text)
+    if lang == "python":
+        text = _PY_ROLE.sub(lambda m: m.group(1).rsplit(".", 1)[-1] if "~" in m.group(0) else m.group(1), text)
+    if lang == "ruby":
+        text = _RDOC_CODE.sub(r"\1", text)
+        text = _YARD_LINK.sub(lambda m: m.group(1).lstrip("#"), text)
+        text = _RDOC_DIRECTIVE.sub("", text)
+        text = _RUBY_STATUS.sub("", text)
+    if lang == "go":
+        text = _GO_DOC_LINK.sub(r"\1", text)
+    text = _MD_LINK.sub(r"\1", text)
+    text = _BACKTICKS.sub(r"\1", text)
+    text = _BOLD.sub(r"\1", text)
+    if lang != "go":  # Go doc has no emphasis; a * there is a pointer
+        text = _EMPHASIS.sub(r"\1", text)
+    return text
+
+
+def _link_target(target: str) -> str:
+    """``Foo#bar(int)`` -> ``Foo.bar``; ``#bar`` -> ``bar``."""
+    target = re.sub(r"\(.*", "", target)
+    return target.lstrip("#").replace("#", ".")
+
+
+def first_sentence(text: str) -> str:
+    """Up to the first ``.``/``?``/``!`` followed by whitespace or the end (not ``e.g.``, ``i.e.``
+    and similar abbreviations; ``etc.`` only before a capital)."""
+    for m in _SENTENCE_END.finditer(text):
+        if m.group(0) == ".":
+            word = re.search(r"([\w.]+)$", text[: m.start()])
+            w = word.group(1).lower() if word else ""
+            if w in _ABBREV:
+                continue  # single letters are not skipped: "the cycles of G." ends a sentence
+            if w == "etc" and not re.match(r"\s+[A-Z]", text[m.end():]):
+                continue
+        return text[: m.end()]
+    return text
+
+
+def _drop_leading_name(sentence: str, name: str) -> str:
+    words = sentence.split(" ")
+    i = 1 if len(words) > 2 and words[0].lower() in _LEADING_ARTICLE else 0
+    if not name or len(words) <= i + 1:
+        return sentence
+    w = re.sub(r"\(.*\)$|[,:]$", "", words[i])
+    if w == name or w.rsplit(".", 1)[-1] == name or w.rsplit("::", 1)[-1] == name or w.rsplit("#", 1)[-1] == name:
+        return " ".join(words[i + 1:])
+    return sentence
+
+
+def clean_query(doc_text: str, lang: str, name: str) -> str:
+    """The first sentence of `doc_text` (a docstring literal or a run of doc comments, as in the
+    source), cleaned per language (see the module docstring); "" when nothing is left."""
+    name = name.strip()
+    if lang == "python":
+        lines = _python_lines(_py_docstring_lines(doc_text))
+    else:
+        lines = _comment_lines(doc_text, lang)
+        if lang in ("java", "javascript", "php"):
+            lines = _javadoc_lines(lines)
+        elif lang == "ruby":
+            lines = _ruby_lines(lines)
+            if lines is None:
+                return ""
+    lines = _until(lines, lambda i, line: bool(_EXAMPLES.match(line)))
+    if lang in ("java", "javascript", "php", "ruby"):
+        # block HTML ends a paragraph (Javadoc's first sentence ends there too)
+        lines = _HTML_BLOCK.sub("\n\n", "\n".join(lines)).split("\n")
+    paras = [p for p in _paragraphs(lines) if not _NOT_A_SUMMARY.match(p)]
+    if not paras:
+        return ""
+    sentence = first_sentence(" ".join(_inline_markup(_LIST_MARK.sub("", paras[0]), lang).split()))
+    return _drop_leading_name(sentence, name).strip()
+
+
+def normalize_query(query: str) -> str:
+    """Lower-case, alphanumerics only (any script), single spaces: the key for duplicates and
+    decontamination."""
+    return " ".join(re.sub(r"[\W_]+", " ", query.lower()).split())
+
+
+# -- candidates ----------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class DocView(TokenText):
+    """The part of a CodeView that pairs need (text, token offsets, functions)."""
+
+    path: str
+    lang: str
+    text: str
+    offsets: np.ndarray  # (T, 2) int32
+    functions: np.ndarray  # (F, 7) int32
+
+
+def _list_column(col, width: int, dtype=np.int32) -> list[np.ndarray]:
+    """A list<int32> Arrow column -> one (n, width) array per row, without Python lists."""
+    import pyarrow as pa
+
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    flat = arr.flatten().to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+    offs = arr.offsets.to_numpy()
+    offs = offs - offs[0]
+    return [flat[offs[i]:offs[i + 1]].reshape(-1, width) for i in range(len(arr))]
+
+
+def iter_doc_views(dataset, batch_size: int = 256) -> Iterator[DocView]:
+    """DocViews of a prepared views dataset (``load_views``), reading only the columns pairs need."""
+    ds = dataset.select_columns(VIEW_COLUMNS).with_format("arrow")
+    for t in ds.iter(batch_size=batch_size):
+        paths, langs, texts = (t.column(c).to_pylist() for c in ("path", "lang", "text"))
+        offsets = _list_column(t.column("offsets"), 2)
+        functions = _list_column(t.column("functions"), 7)
+        for i in range(len(paths)):
+            yield DocView(paths[i], langs[i], texts[i], offsets[i], functions[i])
+
+
+def _views(views) -> Iterable:
+    """Views as given, or the DocViews of a datasets.Dataset."""
+    return iter_doc_views(views) if hasattr(views, "column_names") else views
+
+
+def _stripped_range(text: str, s: int, e: int) -> tuple[int, int]:
+    """Char range [s, e) without its leading/trailing whitespace (BPE tokens carry the space before)."""
+    while s < e and text[s].isspace():
+        s += 1
+    while e > s and text[e - 1].isspace():
+        e -= 1
+    return s, e
+
+
+def _def_range(view, row) -> tuple[int, int]:
+    return _stripped_range(view.text, *view.char_range(int(row[1]), int(row[2])))
+
+
+def code_without_doc(view, row) -> str:
+    """The definition `row` (a row of ``view.functions``) of `view` with its doc removed, dedented.
+
+    A doc inside the definition (Python's docstring statement) is cut out with its line (or, when it
+    shares the line with other code, with a following ``;``); a doc before the definition (comments)
+    is simply not in the definition's range. Name, signature, decorators-free body are kept."""
+    text = view.text
+    cs, ce = _def_range(view, row)
+    parts = [(cs, ce)]
+    if row[5] >= 0:
+        ds, de = _stripped_range(text, *view.char_range(int(row[5]), int(row[6])))
+        if cs <= ds and de <= ce:
+            ls = max(text.rfind("\n", cs, ds) + 1, cs)
+            le = text.find("\n", de, ce)
+            le = ce if le < 0 else le
+            alone = not text[ls:ds].strip() and text[de:le].strip() in ("", ";")
+            if alone:
+                cut = (ls, min(le + 1, ce))
+            else:
+                m = re.match(r"[ \t]*;?[ \t]*", text[de:le])
+                cut = (ds, de + (m.end() if m else 0))
+            parts = [(cs, cut[0]), (cut[1], ce)]
+    # indent the first line as it stands in the file (columns before the definition become
+    # spaces, tabs stay tabs) so that dedent removes the common indentation of all lines
+    line_start = text.rfind("\n", 0, cs) + 1
+    lead = "".join(c if c == "\t" else " " for c in text[line_start:cs])
+    code = lead + "".join(text[a:b] for a, b in parts)
+    return textwrap.dedent(code).strip("\n").rstrip()
+
+
+def _body_lines(code: str) -> int:
+    return sum(1 for line in code.split("\n") if line.strip())
+
+
+# -- pairs ---------------------------------------------------------------------------------------
+
+
+def _pairs_per_lang(views, *, min_query_words: int = 3, min_body_lines: int = 3,
+                    langs: Iterable[str] | None = None) -> tuple[list[Pair], dict[str, Counter]]:
+    langs = set(langs) if langs else None
+    counts: dict[str, Counter] = {}
+    pairs: list[Pair] = []
+    for view in _views(views):
+        c = counts.setdefault(view.lang, Counter())
+        fns = view.functions
+        fns = fns[np.isin(fns[:, 0], list(PAIR_KINDS))]
+        documented = fns[fns[:, 5] >= 0]
+        if langs is not None and view.lang not in langs:
+            c["other_lang"] += len(documented)
+            continue
+        c["functions"] += len(fns)
+        c["documented"] += len(documented)
+        c["no_doc"] += len(fns) - len(documented)
+        for row in documented:
+            name = view.token_text(int(row[3]), int(row[4])).strip()
+            query = clean_query(view.token_text(int(row[5]), int(row[6])), view.lang, name)
+            if len(query.split()) < min_query_words:
+                c["short_query"] += 1
+                continue
+            code = code_without_doc(view, row)
+            if _body_lines(code) < min_body_lines:
+                c["short_body"] += 1
+                continue
+            pairs.append(Pair(lang=view.lang, path=view.path, name=name, query=query, code=code,
+                              start=_def_range(view, row)[0]))
+    # ambiguous: every pair whose (lang, query) occurs more than once goes, then every remaining
+    # pair whose (lang, code) does (getters, copies: the pool would hold identical candidates)
+    kept = pairs
+    for reason, key in (("duplicate_query", lambda p: normalize_query(p.query)), ("duplicate_code", lambda p: body_key(p.code))):
+        n = Counter((p.lang, key(p)) for p in kept)
+        rest = []
+        for p in kept:
+            if n[(p.lang, key(p))] > 1:
+                counts[p.lang][reason] += 1
+            else:
+                rest.append(p)
+        kept = rest
+    kept.sort(key=lambda p: (p.lang, p.path, p.start))
+    for p in kept:
+        counts[p.lang]["pairs"] += 1
+    return kept, counts
+
+
+def _total(per_lang: dict[str, Counter]) -> Counter:
+    total: Counter = Counter()
+    for c in per_lang.values():
+        total.update(c)
+    return total
+
+
+def pairs_from_views(views, *, min_query_words: int = 3, min_body_lines: int = 3,
+                     langs: Iterable[str] | None = None) -> tuple[list[Pair], Counter]:
+    """Pairs of every documented function/method of `views` (CodeViews, DocViews or a prepared
+    views dataset), sorted by (lang, path, start), and the counts: ``functions``, ``documented``,
+    ``pairs`` and one per filter (``other_lang``, ``no_doc``, ``short_query``, ``short_body``,
+    ``duplicate_query``, ``duplicate_code``)."""
+    pairs, per_lang = _pairs_per_lang(views, min_query_words=min_query_words, min_body_lines=min_body_lines,
+                                      langs=langs)
+    return pairs, _total(per_lang)
+
+
+# -- decontamination -----------------------------------------------------------------------------
+
+
+def _hash(s: str) -> int:
+    return int.from_bytes(hashlib.blake2b(s.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
+
+
+def body_key(code: str) -> int:
+    """8-byte hash of a definition's text with all whitespace removed."""
+    return _hash(re.sub(r"\s+", "", code))
+
+
+def query_key(query: str) -> int | None:
+    q = normalize_query(query)
+    return _hash(q) if q else None
+
+
+class Contamination:
+    """What training data contains: hashes of normalised queries and of normalised bodies.
+
+    ``add_view`` takes every definition of a view: the cleaned first sentence of each documented one
+    (functions, methods and classes) and the body of each function/method. Sorted unique uint64
+    arrays after ``freeze`` (done on first use): 8 bytes per distinct query/body."""
+
+    def __init__(self) -> None:
+        self._q: list[int] = []
+        self._b: list[int] = []
+        self.queries = np.zeros(0, np.uint64)
+        self.bodies = np.zeros(0, np.uint64)
+        self.views = 0
+
+    def add_view(self, view) -> None:
+        self.views += 1
+        for row in view.functions:
+            if row[5] >= 0:
+                name = view.token_text(int(row[3]), int(row[4]))
+                k = query_key(clean_query(view.token_text(int(row[5]), int(row[6])), view.lang, name))
+                if k is not None:
+                    self._q.append(k)
+            if int(row[0]) in PAIR_KINDS:
+                self._b.append(body_key(code_without_doc(view, row)))
+        if len(self._q) + len(self._b) > 1_000_000:
+            self.freeze()
+
+    def freeze(self) -> "Contamination":
+        if self._q or self._b:
+            self.queries = np.union1d(self.queries, np.array(self._q, dtype=np.uint64))
+            self.bodies = np.union1d(self.bodies, np.array(self._b, dtype=np.uint64))
+            self._q, self._b = [], []
+        return self
+
+    @classmethod
+    def from_views(cls, views) -> "Contamination":
+        """From CodeViews, DocViews or a prepared views dataset."""
+        c = cls()
+        for v in _views(views):
+            c.add_view(v)
+        return c.freeze()
+
+    def update(self, other: "Contamination") -> "Contamination":
+        self.freeze(), other.freeze()
+        self.queries = np.union1d(self.queries, other.queries)
+        self.bodies = np.union1d(self.bodies, other.bodies)
+        self.views += other.views
+        return self
+
+    @staticmethod
+    def _has(arr: np.ndarray, key: int | None) -> bool:
+        if key is None or not len(arr):
+            return False
+        i = int(np.searchsorted(arr, np.uint64(key)))
+        return i < len(arr) and int(arr[i]) == key
+
+    def has_query(self, query: str) -> bool:
+        self.freeze()
+        return self._has(self.queries, query_key(query))
+
+    def has_body(self, code: str) -> bool:
+        self.freeze()
+        return self._has(self.bodies, body_key(code))
+
+    def summary(self) -> dict:
+        self.freeze()
+        return {"views": self.views, "queries": int(len(self.queries)), "bodies": int(len(self.bodies))}
+
+
+def _decontaminate_per_lang(pairs: list[Pair], contamination: Contamination) -> tuple[list[Pair], dict[str, Counter]]:
+    kept, counts = [], {}
+    for p in pairs:
+        c = counts.setdefault(p.lang, Counter())
+        q, b = contamination.has_query(p.query), contamination.has_body(p.code)
+        c["query_in_training"] += q
+        c["body_in_training"] += b
+        if q or b:
+            c["dropped"] += 1
+        else:
+            kept.append(p)
+    return kept, counts
+
+
+def decontaminate(pairs: list[Pair], contamination: Contamination) -> tuple[list[Pair], Counter]:
+    """Pairs whose query and body are both absent from the training data, and the counts
+    ``query_in_training``, ``body_in_training`` (a pair may count in both) and ``dropped``."""
+    kept, per_lang = _decontaminate_per_lang(pairs, contamination)
+    total = _total(per_lang)
+    for k in ("query_in_training", "body_in_training", "dropped"):
+        total.setdefault(k, 0)
+    return kept, total
+
+
+# -- the job -------------------------------------------------------------------------------------
+
+STDLIB = "stdlib"  # --exclude stdlib: the running interpreter's standard library, as `prepare([])`
+
+
+def _prepare(sources: list[str], progress: bool, **kw) -> dict:
+    from codept.prepare import prepare
+
+    return prepare(list(sources), progress=progress, **kw)
+
+
+def exclusion_views(src: str, progress: bool = True, **kw):
+    """(views dataset, description) of one ``--exclude``: a prepared folder (with DONE), ``stdlib``,
+    or any source ``codept prepare`` reads (prepared here first, cached)."""
+    from codept.prepare import load_views
+
+    p = Path(src)
+    if (p / "DONE").is_file():
+        return load_views(p), {"source": src, "out": str(p)}
+    if src == STDLIB and not p.exists():
+        s = _prepare([], progress, **kw)
+    else:
+        s = _prepare([src], progress, **kw)
+    return load_views(s["out"]), {"source": src, "out": s["out"], "inputs": s["inputs"], "viewed": s["viewed"]}
+
+
+def _skips(out: str | Path) -> list[dict]:
+    rows = []
+    path = Path(out) / "manifest.jsonl"
+    if path.is_file():
+        with open(path) as f:
+            for line in f:
+                r = json.loads(line)
+                if r.get("status") != "viewed":
+                    rows.append({k: r.get(k) for k in ("origin", "reason", "detail")})
+    return rows
+
+
+
+def _decontaminated(pairs: list[Pair], per_lang: dict[str, Counter], contamination: Contamination,
+                    excluded: list[dict]) -> tuple[list[Pair], dict]:
+    """Decontaminate `pairs`, fold the counts into `per_lang`; the counting part of probe.json."""
+    before = len(pairs)
+    pairs, decon = _decontaminate_per_lang(pairs, contamination)
+    for lang, c in decon.items():
+        per_lang[lang].update(c)
+        per_lang[lang]["pairs"] -= c["dropped"]
+    total = _total(per_lang)
+    return pairs, {
+        "pairs": len(pairs),
+        "per_lang": {lang: {k: int(v) for k, v in sorted(c.items())} for lang, c in sorted(per_lang.items())},
+        "filters": {k: int(total[k]) for k in FILTERS},
+        "decontamination": {
+            "exclude": excluded,
+            "pairs_before": before,
+            "query_in_training": int(total["query_in_training"]),
+            "body_in_training": int(total["body_in_training"]),
+            "dropped": int(total["dropped"]),
+        },
+    }
+
+
+def build_probe(sources: list[str], out: str | Path, *, exclude: Iterable[str] = (), langs: Iterable[str] | None = None,
+                min_query_words: int = 3, min_body_lines: int = 3, progress: bool = True,
+                tokenizer_dir: str | Path | None = None, cfg=None) -> dict:
+    """Prepare `sources`, make pairs, decontaminate them against every `exclude`, write the probe
+    folder `out`; returns the meta written to ``probe.json``. `tokenizer_dir`, `cfg`: passed to
+    ``prepare`` (they only decide which cache folder is used; pairs do not depend on tokens)."""
+    from codept.prepare import load_views
+
+    t0 = time.time()
+    kw = {k: v for k, v in (("tokenizer_dir", tokenizer_dir), ("cfg", cfg)) if v is not None}
+    langs = sorted(set(langs)) if langs else None
+    summary = _prepare([str(s) for s in sources], progress, **kw)
+    pairs, per_lang = _pairs_per_lang(load_views(summary["out"]), min_query_words=min_query_words,
+                                      min_body_lines=min_body_lines, langs=langs)
+    contamination = Contamination()
+    excluded = []
+    for src in exclude:
+        ds, desc = exclusion_views(str(src), progress, **kw)
+        c = Contamination.from_views(ds)
+        hits = Counter((c.has_query(p.query), c.has_body(p.code)) for p in pairs)
+        excluded.append({**desc, **c.summary(), "query_hits": sum(n for (q, _), n in hits.items() if q),
+                         "body_hits": sum(n for (_, b), n in hits.items() if b)})
+        contamination.update(c)
+    pairs, meta = _decontaminated(pairs, per_lang, contamination, excluded)
+    skips = _skips(summary["out"])
+    meta = {
+        "sources": [str(s) for s in sources],
+        "langs": langs,
+        "settings": {"min_query_words": min_query_words, "min_body_lines": min_body_lines},
+        "prepare": {"out": summary["out"], "cache_key": summary.get("cache_key"), "inputs": summary["inputs"],
+                    "viewed": summary["viewed"], "skipped": summary.get("skipped", {})},
+        "skipped_inputs": skips[:MAX_SKIPS_IN_META],
+        "skipped_inputs_total": len(skips),
+        **meta,
+        "seconds": round(time.time() - t0, 2),
+    }
+    save_pairs(pairs, out, meta)
+    return meta
+
+
+def format_meta(meta: dict) -> str:
+    lines = [f"codept probe build: {meta['pairs']} pairs from {meta['prepare']['viewed']}/{meta['prepare']['inputs']} "
+             f"inputs in {meta['seconds']}s"]
+    for ex in meta["decontamination"]["exclude"]:
+        hits = f"; shares {ex['query_hits']} queries, {ex['body_hits']} bodies" if "query_hits" in ex else ""
+        lines.append(f"  exclude {ex['source']}: {ex['views']} files, {ex['queries']:,} queries, "
+                     f"{ex['bodies']:,} bodies{hits}")
+    for lang, c in meta["per_lang"].items():
+        drops = ", ".join(f"{k} {c[k]}" for k in (*FILTERS, "query_in_training", "body_in_training") if c.get(k))
+        lines.append(f"  {lang}: {c.get('documented', 0)} documented of {c.get('functions', 0)} functions, "
+                     f"{c.get('pairs', 0)} pairs kept; dropped: {drops or 'none'}")
+    skipped = meta["prepare"]["skipped"]
+    if skipped:
+        lines.append("  skipped inputs: " + ", ".join(f"{k} {v}" for k, v in skipped.items()))
+    return "\n".join(lines)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("sources", nargs="+", help="files, directories, globs, jsonl/parquet, saved HF datasets "
+                        "(anything `codept prepare` reads)")
+    parser.add_argument("--out", required=True, type=Path, help="probe folder (pairs.jsonl, probe.json)")
+    parser.add_argument("--exclude", nargs="+", action="extend", default=[], metavar="SRC",
+                        help="training data to decontaminate against: a prepared folder, `stdlib`, or any source")
+    parser.add_argument("--lang", nargs="+", action="extend", dest="langs", metavar="L",
+                        help="only these languages (default: all)")
+    parser.add_argument("--min-query-words", type=int, default=3)
+    parser.add_argument("--min-body-lines", type=int, default=3,
+                        help="non-blank lines of code, doc removed")
+    parser.add_argument("--tokenizer", type=Path, help="tokenizer of the prepare cache to use (default: the default)")
+
+
+def main(args) -> int:
+    meta = build_probe(args.sources, args.out, exclude=args.exclude, langs=args.langs,
+                       min_query_words=args.min_query_words, min_body_lines=args.min_body_lines,
+                       tokenizer_dir=args.tokenizer, progress=sys.stderr.isatty())
+    print(format_meta(meta))
+    print(f"  -> {args.out}")
+    return 0
