@@ -44,8 +44,9 @@ from codept.data.collate import collate  # noqa: E402
 from codept.data.stream import Mixture, PackedStream  # noqa: E402
 from codept.data.views import view_source  # noqa: E402
 from codept.model import transformer as T  # noqa: E402
-from codept.model.heads import Pretrainer, build_head  # noqa: E402
+from codept.model.heads import Pretrainer, build_head, target_counts  # noqa: E402
 from codept.model.hf import init_from, load_mlm_head  # noqa: E402
+from codept.objectives import HEADS_OF  # noqa: E402
 from codept.objectives import build as build_objective  # noqa: E402
 from codept.objectives.render import Vocab  # noqa: E402
 from codept.probe import load_pairs  # noqa: E402
@@ -166,6 +167,10 @@ def main(argv: list[str]) -> int:
 
     # 2. one stream per rank
     mixture = [(name, float(w)) for name, w in (item.split(":") for item in data.mixture.split(","))]
+    unknown = sorted({name for name, _ in mixture} - set(HEADS_OF))
+    if unknown:
+        raise SystemExit(f"data.mixture: unknown objectives {unknown}; registered: {sorted(HEADS_OF)}")
+    head_names = sorted({h for name, _ in mixture for h in HEADS_OF[name]})  # the heads the mixture trains
     srcs = [view_source(views, build_objective(name, vocab), name, salt=i + 1) for i, (name, _) in enumerate(mixture)]
     stream = PackedStream(Mixture(srcs, [w for _, w in mixture], seed=run.seed, rank=world.rank,
                                   world=world.world_size), seq_len=run.seq_len, pad_id=vocab.pad_id, buffer=data.buffer)
@@ -174,7 +179,7 @@ def main(argv: list[str]) -> int:
     checkpoint.seed_all(run.seed, 0)  # identical initial weights on every rank
     if init_dir is None:
         model = T.Transformer(model_cfg)
-        net = Pretrainer(model, {"mlm": build_head("mlm", model)})
+        net = Pretrainer(model, {h: build_head(h, model) for h in head_names})
         head_loaded = False
     else:
         keep = {k: getattr(model_cfg, k) for k in ("dropout", "attention_dropout", "attention", "checkpointing")}
@@ -182,8 +187,8 @@ def main(argv: list[str]) -> int:
         if model_cfg.vocab_size < vocab.size or run.seq_len > model_cfg.max_positions:
             raise SystemExit(f"--init-from {init_dir}: vocab {model_cfg.vocab_size} < tokenizer {vocab.size} "
                              f"or seq_len {run.seq_len} > max_positions {model_cfg.max_positions}")
-        net = Pretrainer(model, {"mlm": build_head("mlm", model)})
-        head_loaded = load_mlm_head(init_dir, net.heads["mlm"])
+        net = Pretrainer(model, {h: build_head(h, model) for h in head_names})
+        head_loaded = "mlm" in net.heads and load_mlm_head(init_dir, net.heads["mlm"])
     checkpoint.seed_all(run.seed, world.rank)  # distinct dropout streams per rank
     engine = E.build_engine(net, run, world)
     resume = checkpoint.load(engine, run.out_dir)
@@ -204,7 +209,8 @@ def main(argv: list[str]) -> int:
     for step in range(start, run.steps):
         micro = [collate([next(stream) for _ in range(run.micro_batch_rows)]) for _ in range(k)]
         tokens += sum(int((b["segment_ids"] > 0).sum()) for b in micro)
-        scalars = E.train_step(engine, micro, loss_fn, heads=["mlm"])
+        scalars = E.train_step(engine, micro, loss_fn, heads=head_names,
+                               count_fn=lambda b: target_counts(b, engine.module.heads))
         log.step(step + 1, scalars)
         if pcfg.every and (step + 1) % pcfg.every == 0 and step + 1 < run.steps:
             log.scalars(step + 1, probe_scalars(cheap, engine, tokenizer, pcfg))
@@ -231,18 +237,20 @@ def main(argv: list[str]) -> int:
         log.scalars(run.steps, {f"eval/{name}/mrr": ours["mrr"]})
     seconds = time.time() - t_start
 
-    # 5. summary
+    # 6. summary
     if is_main:
         log.close()
         first, last = log.first_last()
-        print(json.dumps({
+        result = {
             "preset": args.preset, "ranks": world.world_size, "steps": run.steps, "resumed_from": start,
             "params": model.num_parameters(), "train_views": len(views), "init_from": str(init_dir) if init_dir else None,
             "mlm_head_loaded": head_loaded, "views": summary["viewed"], "tokens_trained": tokens_all,
             "train_tokens_per_s": round(tokens_all / max(train_seconds, 1e-9)), "seconds": round(seconds, 1),
             "loss_first": first, "loss_last": last, "probe_mrr": table, "out_dir": run.out_dir,
             "loss_curve": str(Path(run.out_dir) / "loss.png"),
-        }, indent=2))
+        }
+        (Path(run.out_dir) / "summary.json").write_text(json.dumps(result, indent=2) + "\n")
+        print(json.dumps(result, indent=2))
     E.shutdown()
     return 0
 

@@ -7,16 +7,20 @@ import pytest
 
 from codept.data.example import IGNORE
 from codept.data.sources import read_source, stdlib_files
-from codept.objectives import OBJECTIVES, build
+from codept.model.heads import HEADS
+from codept.objectives import HEADS_OF, OBJECTIVES, build
 from codept.objectives.render import Vocab
 from codept.objectives.select import budget, whole_spans
 from codept.structure.view import build_view
 
 SRC = "def add(a, b):\n    return a + b\n"
+MASKING = [n for n in OBJECTIVES if HEADS_OF[n] == ("mlm",)]  # token-masking objectives (code_doc: test_code_doc.py)
 
 
 def test_registry_is_explicit_and_checked(byte_tok):
-    assert set(OBJECTIVES) == {"mlm", "syntax_span"}
+    assert set(OBJECTIVES) == {"mlm", "syntax_span", "code_doc"}
+    assert set(HEADS_OF) == set(OBJECTIVES)  # every objective says which heads it trains
+    assert all(hs and set(hs) <= set(HEADS) for hs in HEADS_OF.values()), HEADS_OF
     vocab = Vocab.from_tokenizer(byte_tok)
     for name in OBJECTIVES:
         assert callable(build(name, vocab))
@@ -98,7 +102,7 @@ def test_syntax_units_are_whole_and_disjoint(real_views, small_tok):
 def test_determinism_and_dynamic_masking(real_views, small_tok):
     vocab = Vocab.from_tokenizer(small_tok)
     v = real_views[0]
-    for name in OBJECTIVES:
+    for name in MASKING:
         obj = build(name, vocab)
         a = obj(v, np.random.default_rng([1, 0, 7, 0]))
         b = obj(v, np.random.default_rng([1, 0, 7, 0]))
@@ -143,7 +147,7 @@ def test_vocab_of_a_wordpiece_tokenizer_with_scattered_specials():
     text = read_source(next(f for f in stdlib_files() if f.name == "textwrap.py"))
     v = build_view("textwrap.py", "python", text + "\n# [MASK] [CLS] written in code stay text\n", tok)
     assert len(v) > 1000 and not vocab.is_special[v.input_ids].any()  # no truncation, no special ids
-    for name in OBJECTIVES:
+    for name in MASKING:
         e = build(name, vocab)(v, np.random.default_rng(3))
         sel = e.labels["mlm"] != IGNORE
         assert sel.any() and not vocab.is_special[e.labels["mlm"][sel]].any()

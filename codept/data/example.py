@@ -9,7 +9,14 @@ All fields are NumPy arrays in document coordinates (token 0 = first token of th
   pointers  {name: (K,) or (K, m) int} token indices into the document (span bounds, dataflow edges);
                          -1 = none. Packing shifts them into row coordinates and drops a record
                          whose indices leave a cropped window.
-  scalars   {name: int}  per-document labels (NSP/SOP), kept per segment
+  scalars   {name: int | (k,) ints}  per-document labels (NSP/SOP, contrastive pair keys), kept per
+                         segment; a sequence gives one value per part (below), a plain int is the
+                         value of every part
+  parts     (T,) int or None  multi-part example: k documents that must share one packed row (the
+                         two sides of a contrastive pair). Non-decreasing part index 0..k-1, every
+                         part non-empty. Packing places the example as one unit and makes each part
+                         its own segment (positions restart, no attention between parts). A pointer
+                         record must stay inside one part. None = one document (k = 1).
 
 Not covered: per-token float targets (add a dict when an objective needs one).
 """
@@ -17,10 +24,16 @@ Not covered: per-token float targets (add a dict when an objective needs one).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import numpy as np
 
 IGNORE = -100
+
+
+def _is_seq(v) -> bool:
+    """A per-part scalar (list / tuple / 1-D array) rather than one int."""
+    return not isinstance(v, (int, np.integer)) and np.ndim(v) == 1
 
 
 @dataclass
@@ -29,7 +42,8 @@ class Example:
     prefix: np.ndarray
     labels: dict[str, np.ndarray] = field(default_factory=dict)
     pointers: dict[str, np.ndarray] = field(default_factory=dict)
-    scalars: dict[str, int] = field(default_factory=dict)
+    scalars: dict[str, int | Sequence[int]] = field(default_factory=dict)
+    parts: np.ndarray | None = None
 
     def __post_init__(self):
         t = len(self.input_ids)
@@ -38,23 +52,75 @@ class Example:
         for k, v in self.labels.items():
             if v.shape != (t,):
                 raise ValueError(f"labels[{k!r}] has shape {v.shape}, expected ({t},)")
+        if self.parts is not None:
+            self._check_parts(t)
+        k = self.n_parts
+        for name, v in self.scalars.items():
+            if _is_seq(v) and len(v) != k:
+                raise ValueError(f"scalars[{name!r}] has {len(v)} values for {k} parts; give one per part or one int")
+            if not _is_seq(v) and np.ndim(v) != 0:
+                raise ValueError(f"scalars[{name!r}] has shape {np.shape(v)}: expected an int or one value per part")
+
+    def _check_parts(self, t: int) -> None:
+        p = self.parts
+        if p.shape != (t,):
+            raise ValueError(f"parts has shape {p.shape}, input_ids has {t} tokens")
+        if t and (p[0] != 0 or not np.all((np.diff(p) == 0) | (np.diff(p) == 1))):
+            raise ValueError("parts must start at 0 and step by 0 or 1 (non-decreasing, no empty part), "
+                             f"got {p[:8].tolist()}...")
+        for name, ptr in self.pointers.items():
+            rec = ptr.reshape(len(ptr), int(np.prod(ptr.shape[1:])))  # one pointer record per row
+            if rec.size == 0 or t == 0:
+                continue
+            part = np.where(rec >= 0, p[np.clip(rec, 0, t - 1)], -1)  # part of every index, -1 = none
+            lo = np.where(part >= 0, part, t).min(axis=1)
+            hi = part.max(axis=1)
+            if np.any((hi >= 0) & (lo != hi)):
+                raise ValueError(f"pointers[{name!r}]: a record points into two parts (a record must stay inside one)")
 
     def __len__(self) -> int:
         return len(self.input_ids)
 
+    @property
+    def n_parts(self) -> int:
+        """Documents this example becomes when packed (1 without ``parts``)."""
+        if self.parts is None:
+            return 1
+        return int(self.parts[-1]) + 1 if len(self.parts) else 0
+
+    def part_bounds(self) -> np.ndarray:
+        """(k + 1,) token offsets: part j is tokens [bounds[j], bounds[j + 1])."""
+        if self.parts is None:
+            return np.array([0, len(self)], dtype=np.int64)
+        return np.searchsorted(self.parts, np.arange(self.n_parts + 1), side="left").astype(np.int64)
+
+    def scalar_of_parts(self, name: str) -> list[int]:
+        """The value of scalar `name` for each part (an int is every part's value)."""
+        v = self.scalars[name]
+        return [int(x) for x in v] if _is_seq(v) else [int(v)] * self.n_parts
+
     def window(self, start: int, end: int) -> "Example":
         """Tokens [start, end) as a document of their own; pointer records that reach outside the
-        window are dropped, the others shifted."""
+        window are dropped, the others shifted. A multi-part example keeps the parts the window
+        touches (renumbered from 0) and their per-part scalars; parts outside lose theirs."""
         pointers = {}
         for k, p in self.pointers.items():
             rec = p.reshape(len(p), int(np.prod(p.shape[1:])))  # one pointer record per row
             inside = np.all((rec == -1) | ((rec >= start) & (rec < end)), axis=1)
             kept = np.where(rec[inside] >= 0, rec[inside] - start, -1)
             pointers[k] = kept.reshape((-1,) + p.shape[1:])
+        if self.parts is None:
+            parts, scalars = None, dict(self.scalars)
+        else:
+            parts = self.parts[start:end]
+            first, last = (int(parts[0]), int(parts[-1]) + 1) if len(parts) else (0, 0)
+            parts = parts - first
+            scalars = {k: list(v)[first:last] if _is_seq(v) else v for k, v in self.scalars.items()}
         return Example(
             input_ids=self.input_ids[start:end],
             prefix=self.prefix[start:end],
             labels={k: v[start:end] for k, v in self.labels.items()},
             pointers=pointers,
-            scalars=dict(self.scalars),
+            scalars=scalars,
+            parts=parts,
         )

@@ -11,17 +11,25 @@ A row is a dict of NumPy arrays (L = seq_len):
   ptr_seg.<n> (K,)  int32  the segment each pointer record belongs to
   scalar.<n>  (D,)  int64  one value per document of the row (D = documents in the row)
 
+A multi-part Example (``parts``, codept.data.example: the two sides of a contrastive pair) is placed
+as one unit, but each part is a document of the row: consecutive segment ids, positions restarting
+per part, its own scalar value, so the attention rule keeps the parts apart.
+
 Algorithm (:func:`pack`):
   1. Documents longer than ``seq_len`` are split into windows of ``seq_len`` (``long="split"``) or
      cut to their first ``seq_len`` tokens (``long="truncate"``); pointer records that leave a
-     window are dropped (codept.data.example.Example.window).
-  2. Best-fit decreasing: documents sorted by length (longest first, ties by input order); each goes
-     to the open row with the least free space that still fits it, else to a new row. A sorted list
-     of free capacities makes each placement O(log R) plus an O(R) list insert.
+     window are dropped (codept.data.example.Example.window). A multi-part example is always cut to
+     its first ``seq_len`` tokens (its parts must stay together); parts cut off entirely are lost
+     with their scalars, a part cut in the middle keeps its scalar.
+  2. Best-fit decreasing: documents sorted by length (longest first, ties by input order; a
+     multi-part example is one item of its total length); each goes to the open row with the least
+     free space that still fits it, else to a new row. A sorted list of free capacities makes each
+     placement O(log R) plus an O(R) list insert.
   3. Rows are emitted in creation order, documents inside a row in placement order, so the output is
      a pure function of the input list.
 Utilisation on function-level code at seq 512 is measured by benchmarks/bench_packing.py. Not
-covered: packing across buffers (a document never waits for a later buffer).
+covered: packing across buffers (a document never waits for a later buffer); :func:`unpack` inverts
+packing per segment, so a multi-part example comes back as its k parts.
 """
 
 from __future__ import annotations
@@ -43,7 +51,7 @@ def split_long(examples: list[Example], seq_len: int, long: str = "split") -> li
             continue
         if n <= seq_len:
             out.append(ex)
-        elif long == "truncate":
+        elif long == "truncate" or ex.parts is not None:  # the parts of an example stay in one row
             out.append(ex.window(0, seq_len))
         else:
             out.extend(ex.window(s, min(s + seq_len, n)) for s in range(0, n, seq_len))
@@ -92,32 +100,56 @@ def _row(docs: list[Example], seq_len: int, pad_id: int, label_keys, ptr_tails, 
     ptr_keys = sorted(ptr_tails)
     ptrs: dict[str, list] = {k: [] for k in ptr_keys}
     ptr_segs: dict[str, list] = {k: [] for k in ptr_keys}
-    off = 0
-    for seg, d in enumerate(docs, start=1):
+    off, seg = 0, 1  # seg: segment id of the next document's first part
+    scalars: dict[str, list[int]] = {k: [] for k in scalar_keys}
+    for d in docs:
         n = len(d)
         sl = slice(off, off + n)
         row["input_ids"][sl] = d.input_ids
-        row["segment_ids"][sl] = seg
-        row["positions"][sl] = np.arange(n)
         row["prefix"][sl] = d.prefix
+        if d.parts is None:
+            row["segment_ids"][sl] = seg
+            row["positions"][sl] = np.arange(n)
+            tok_seg = None
+        else:  # each part its own segment, positions from 0 in each
+            bounds = d.part_bounds()
+            row["segment_ids"][sl] = seg + d.parts
+            row["positions"][sl] = np.arange(n) - bounds[d.parts]
+            tok_seg = seg + d.parts
         for k, v in d.labels.items():
             row[f"labels.{k}"][sl] = v
         for k in ptr_keys:
             p = d.pointers.get(k)
             if p is not None and len(p):
                 ptrs[k].append(np.where(p >= 0, p + off, -1))
-                ptr_segs[k].append(np.full(len(p), seg, dtype=np.int32))
+                ptr_segs[k].append(np.full(len(p), seg, dtype=np.int32) if tok_seg is None
+                                   else _record_segments(p, tok_seg, seg))
+        for k in scalar_keys:
+            scalars[k].extend(d.scalar_of_parts(k) if k in d.scalars else [IGNORE] * d.n_parts)
         off += n
+        seg += d.n_parts
     for k in ptr_keys:
         row[f"ptr.{k}"] = np.concatenate(ptrs[k]).astype(np.int64) if ptrs[k] else np.zeros((0, *ptr_tails[k]), np.int64)
         row[f"ptr_seg.{k}"] = np.concatenate(ptr_segs[k]) if ptr_segs[k] else np.zeros(0, np.int32)
     for k in scalar_keys:
-        row[f"scalar.{k}"] = np.array([d.scalars.get(k, IGNORE) for d in docs], dtype=np.int64)
+        row[f"scalar.{k}"] = np.array(scalars[k], dtype=np.int64)
     return row
 
 
+def _record_segments(p: np.ndarray, tok_seg: np.ndarray, first: int) -> np.ndarray:
+    """(K,) segment of each pointer record of a multi-part document: the part of its first index
+    >= 0 (Example checks that a record stays in one part); a record of -1 only gets the first part."""
+    rec = p.reshape(len(p), -1)
+    has = rec >= 0
+    j = np.argmax(has, axis=1)  # first index >= 0 of each record
+    idx = rec[np.arange(len(rec)), j]
+    return np.where(has.any(axis=1), tok_seg[np.clip(idx, 0, len(tok_seg) - 1)], first).astype(np.int32)
+
+
 def unpack(row: dict) -> list[Example]:
-    """The documents of a row, back in document coordinates (inverse of :func:`pack` per row)."""
+    """The documents of a row, back in document coordinates: the inverse of :func:`pack` per
+    segment, so each part of a multi-part example comes back as an Example of its own (without
+    ``parts``), with its own scalar values."""
     seg = row["segment_ids"]
     n_docs = int(seg.max()) if len(seg) else 0
     out = []

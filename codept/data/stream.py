@@ -14,7 +14,9 @@ of loader workers changes nothing.
    whose count lags its weight most (``w_c * (i + 1) - count_c``, ties to the first), so after any
    ``n`` steps every count is within 1 of ``n * w_c``. A source's own position is its count.
 4. :class:`PackedStream` packs consecutive buffers of ``buffer`` mixture steps (codept.data.pack) into
-   rows; buffer ``k`` depends on nothing but ``k``. Its state is (buffer, rows already taken).
+   rows, shuffled by ``default_rng([seed, k, rank, world, 1])`` (best-fit creates the rows of the longest
+   documents first; unshuffled, one objective could fill whole micro-batches); buffer ``k`` depends
+   on nothing but ``k``. Its state is (buffer, rows already taken).
    ``loader(workers)`` hands whole buffers to torch DataLoader workers (buffer k -> worker k mod W);
    DataLoader returns worker items round-robin, i.e. in buffer order, whatever W is.
 Cost: pack time per buffer + the sources' ``make``. Not covered: weights that change mid-run
@@ -123,7 +125,12 @@ class PackedStream:
 
     def rows_of_buffer(self, k: int) -> list[dict]:
         exs = [self.mixture.example(s) for s in range(k * self.buffer, (k + 1) * self.buffer)]
-        return pack([e for e in exs if e is not None], self.seq_len, self.pad_id, self.long)
+        rows = pack([e for e in exs if e is not None], self.seq_len, self.pad_id, self.long)
+        # best-fit emits the longest documents' rows first: shuffle the rows of the buffer (seeded by
+        # the buffer) so that every micro-batch mixes objectives and lengths
+        m = self.mixture
+        order = np.random.default_rng([m.seed, k, m.rank, m.world, 1]).permutation(len(rows))
+        return [rows[i] for i in order]
 
     def state_dict(self) -> dict:
         return {"buffer": self.k, "taken": self.taken, "seed": self.mixture.seed, "rank": self.mixture.rank,

@@ -193,6 +193,13 @@ class ContrastiveHead(nn.Module):
             raise ValueError(f"temperature={temperature} must be > 0")
         self.label, self.field, self.temperature = label, f"scalar.{label}", temperature
 
+    def count(self, batch: dict) -> int:
+        """Pairs with both sides in the batch (what forward's n_valid will be), from the batch alone."""
+        keys = batch[self.field]
+        k = keys[keys != IGNORE]
+        side, pair = k % 2, k // 2
+        return int(torch.isin(pair[side == 0], pair[side == 1]).sum())
+
     def forward(self, hidden: torch.Tensor, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
         keys = batch[self.field]  # (B, D): 2 * pair_id + side, IGNORE where unpaired
         d = keys.shape[1]
@@ -232,6 +239,21 @@ def build_head(name: str, model: Transformer, **options) -> nn.Module:
     if name not in HEADS:
         raise KeyError(f"unknown head {name!r}; registered: {sorted(HEADS)}")
     return HEADS[name](model, **options)
+
+
+def target_counts(batch: dict, heads: dict[str, nn.Module]) -> dict[str, int]:
+    """Each head's number of targets in a batch before any forward (codept.train.engine.train_step's
+    count_fn): ``head.count(batch)`` when the head defines it, else the labels that are not IGNORE;
+    0 when the batch lacks the head's field."""
+    out = {}
+    for name, head in heads.items():
+        if head.field not in batch:
+            out[name] = 0
+        elif hasattr(head, "count"):
+            out[name] = head.count(batch)
+        else:
+            out[name] = int((batch[head.field] != IGNORE).sum())
+    return out
 
 
 class Pretrainer(nn.Module):

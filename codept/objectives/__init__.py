@@ -2,16 +2,26 @@
 
 An objective is a pure function of one document view and a NumPy Generator (seeded by the stream
 from (seed, epoch, index)); it composes a selector (select.py: WHERE) with a renderer (render.py:
-HOW). The registry is an explicit dict; a test checks it.
+HOW). The registry is an explicit dict; a test checks it. ``HEADS_OF`` says which model heads
+(codept.model.heads.HEADS) each objective's labels train; recipes build heads from it.
 """
 
 from __future__ import annotations
 
-from codept.objectives import mlm, syntax_span
+from codept.objectives import code_doc, mlm, syntax_span
 
 OBJECTIVES = {
     "mlm": (mlm.build, mlm.Config),
     "syntax_span": (syntax_span.build, syntax_span.Config),
+    "code_doc": (code_doc.build, code_doc.Config),
+}
+
+# objective -> the heads (codept.model.heads.HEADS names) its labels train. code_doc's optional MLM
+# on the code side (mlm_rate > 0) also feeds "mlm" when that head is built for another objective.
+HEADS_OF = {
+    "mlm": ("mlm",),
+    "syntax_span": ("mlm",),
+    "code_doc": ("contrastive",),
 }
 
 

@@ -1,0 +1,90 @@
+"""``code_doc``: code <-> docstring alignment, a bi-encoder contrastive pair (CodeSearchNet style).
+
+1. Candidates: the view's definitions (CodeView.functions) of the configured kinds (functions and
+   methods by default) that have a doc and keep at least one token of code once the doc is removed.
+   None when there is no candidate (the stream drops None: codept.data.stream.PackedStream).
+2. Pick one uniformly with the rng.
+3. Part 0 = the doc's tokens as written (quotes / comment markers included), cut to its first
+   ``max_doc_tokens``; part 1 = the definition's tokens without the doc's tokens (Python: the
+   docstring inside the body; brace languages: the doc precedes the definition, nothing to remove),
+   cut to its first ``max_code_tokens``. A BPE token straddling the doc's edge belongs to the doc.
+4. One multi-part Example (codept.data.example ``parts``): packing keeps both parts in one row as
+   two segments that cannot attend to each other; prefix all True (bidirectional). Scalar ``pair``
+   = [2 * pid, 2 * pid + 1] with pid a random 62-bit id (side 0 = doc, side 1 = code), the key
+   codept.model.heads.ContrastiveHead matches; two pairs of one batch share a pid with probability
+   ~ n^2 / 2^63.
+5. Optional MLM on the code part (``mlm_rate`` > 0: select.random_tokens + render.bert_80_10_10,
+   labels ``mlm``, IGNORE on the doc part). Off by default: no ``mlm`` labels at all.
+Cost: O(F + T_def) per document. Not covered: the whitespace the removed docstring leaves behind
+(an empty line stays in the code); negatives beyond the micro-batch (the head's limit); doc text
+cleaning (markers are kept, the model sees the doc as the source writes it). Packing must use
+seq_len >= max_doc_tokens + max_code_tokens or the code side is truncated (codept.data.pack).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from codept.data.example import IGNORE, Example
+from codept.objectives import render, select
+from codept.structure.kinds import DEFINITION_KINDS
+
+PID_BITS = 62  # 2 * pid + 1 < 2**63: the pair keys fit int64
+
+
+@dataclass(frozen=True)
+class Config:
+    max_doc_tokens: int = 64  # doc side: its first tokens
+    max_code_tokens: int = 192  # code side: the definition's first tokens (signature first)
+    mlm_rate: float = 0.0  # share of code-side tokens masked for the mlm head; 0 = no mlm labels
+    kinds: tuple[str, ...] = ("function", "method")  # DEFINITION_KINDS eligible ("class" too if wanted)
+
+    def __post_init__(self):
+        if self.max_doc_tokens < 1 or self.max_code_tokens < 1:
+            raise ValueError(f"max_doc_tokens={self.max_doc_tokens}, max_code_tokens={self.max_code_tokens}: "
+                             "both must be >= 1")
+        if not 0.0 <= self.mlm_rate <= 1.0:
+            raise ValueError(f"mlm_rate={self.mlm_rate} must be in [0, 1]")
+        unknown = [k for k in self.kinds if k not in DEFINITION_KINDS]
+        if unknown or not self.kinds:
+            raise ValueError(f"code_doc kinds {list(self.kinds)}: each must be one of {list(DEFINITION_KINDS)}")
+
+
+def candidates(functions: np.ndarray, kind_ids: np.ndarray) -> np.ndarray:
+    """Rows of `functions` (F, 7) eligible for a pair: kind allowed, a non-empty doc, and code left
+    after the doc's tokens are removed from the definition."""
+    f = functions.reshape(-1, 7).astype(np.int64)
+    s, e, ds, de = f[:, 1], f[:, 2], f[:, 5], f[:, 6]
+    overlap = np.clip(np.minimum(e, de) - np.maximum(s, ds), 0, None)
+    ok = np.isin(f[:, 0], kind_ids) & (ds >= 0) & (de > ds) & (e - s - overlap > 0)
+    return np.flatnonzero(ok)
+
+
+def build(vocab: render.Vocab, cfg: Config = Config()):
+    kind_ids = np.array([DEFINITION_KINDS.index(k) for k in cfg.kinds], dtype=np.int64)
+
+    def code_doc(view, rng: np.random.Generator) -> Example | None:
+        funcs = np.asarray(view.functions)
+        cand = candidates(funcs, kind_ids)
+        if len(cand) == 0:
+            return None
+        _, s, e, _, _, ds, de = (int(x) for x in funcs[cand[rng.integers(len(cand))]])
+        pid = int(rng.integers(0, 2**PID_BITS, dtype=np.int64))
+        ids = np.asarray(view.input_ids)
+        doc = ids[ds:de][: cfg.max_doc_tokens]
+        keep = np.ones(e - s, dtype=bool)
+        keep[max(ds, s) - s : max(min(de, e) - s, 0)] = False  # the doc's tokens inside the definition
+        code = ids[s:e][keep][: cfg.max_code_tokens]
+        labels = {}
+        if cfg.mlm_rate > 0:
+            chosen = select.random_tokens(vocab.candidates(code), cfg.mlm_rate, rng)
+            code, lab = render.bert_80_10_10(code, render.tokens_as_units(chosen), vocab, rng)
+            labels["mlm"] = np.concatenate([np.full(len(doc), IGNORE, dtype=np.int32), lab])
+        n = len(doc) + len(code)
+        parts = np.repeat(np.array([0, 1], dtype=np.int32), [len(doc), len(code)])
+        return Example(np.concatenate([doc, code]).astype(np.int32), np.ones(n, dtype=bool), labels=labels,
+                       scalars={"pair": [2 * pid, 2 * pid + 1]}, parts=parts)
+
+    return code_doc

@@ -1,0 +1,354 @@
+"""code_doc: multi-part examples through pack/collate, the objective on real code, the contrastive head."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from codept.attention import visible
+from codept.data.collate import collate
+from codept.data.example import IGNORE, Example
+from codept.data.pack import pack, split_long, unpack
+from codept.data.sources import read_source, stdlib_files
+from codept.data.stream import Mixture, PackedStream, Source
+from codept.model import heads as H
+from codept.model import transformer as T
+from codept.objectives import HEADS_OF, build
+from codept.objectives.code_doc import candidates
+from codept.objectives.render import Vocab
+from codept.structure.grammar import SkipFile
+from codept.structure.view import build_view
+
+GRAMMARS = Path(__file__).resolve().parents[1] / "grammars"
+BIG = 10**6  # no cut: whole doc, whole definition
+
+
+def decode(tok, ids) -> str:
+    return tok.decode(np.asarray(ids).tolist(), skip_special_tokens=False)
+
+
+def sides(e: Example) -> tuple[np.ndarray, np.ndarray]:
+    b = e.part_bounds()
+    assert e.n_parts == 2 and b.tolist() == [0, b[1], len(e)] and 0 < b[1] < len(e)
+    return e.input_ids[: b[1]], e.input_ids[b[1] :]
+
+
+def stdlib_views(tok, lo, hi, min_size=3000):
+    out = []
+    for p in stdlib_files()[lo:hi]:
+        if p.stat().st_size < min_size:
+            continue
+        try:
+            out.append(build_view(str(p), "python", read_source(p), tok))
+        except SkipFile:
+            pass
+    return out
+
+
+def fixture_view(lang: str, name: str, tok):
+    """A grammar fixture without its caret annotation lines (they repeat the doc text)."""
+    path = GRAMMARS / lang / "fixtures" / name
+    text = "".join(ln for ln in path.read_text().splitlines(keepends=True) if not re.match(r"\s*//\s*(\^|<-)", ln))
+    return build_view(path.name, lang, text, tok)
+
+
+# --- Example.parts and packing --------------------------------------------------------------------------
+
+
+def two_part(n0: int, n1: int, first: int = 10, **scalars) -> Example:
+    ids = np.arange(first, first + n0 + n1, dtype=np.int32)
+    return Example(ids, np.ones(n0 + n1, bool), labels={"mlm": ids.copy()},
+                   scalars=scalars, parts=np.repeat(np.array([0, 1], np.int32), [n0, n1]))
+
+
+def test_parts_are_checked():
+    ok = two_part(3, 2, pair=[4, 5])
+    assert ok.n_parts == 2 and ok.part_bounds().tolist() == [0, 3, 5] and ok.scalar_of_parts("pair") == [4, 5]
+    ids = np.arange(4, dtype=np.int32)
+    with pytest.raises(ValueError, match="start at 0"):
+        Example(ids, np.ones(4, bool), parts=np.array([0, 0, 2, 2]))
+    with pytest.raises(ValueError, match="start at 0"):
+        Example(ids, np.ones(4, bool), parts=np.array([1, 1, 1, 1]))
+    with pytest.raises(ValueError, match="parts has shape"):
+        Example(ids, np.ones(4, bool), parts=np.array([0, 1]))
+    with pytest.raises(ValueError, match="3 values for 2 parts"):
+        two_part(2, 2, pair=[1, 2, 3])
+    with pytest.raises(ValueError, match="two parts"):
+        Example(ids, np.ones(4, bool), pointers={"p": np.array([[0, 1], [1, 2]])}, parts=np.array([0, 0, 1, 1]))
+
+
+def test_truncation_and_window_keep_parts_consistent():
+    ex = two_part(5, 5, pair=[6, 7], sop=1)
+    for long in ("split", "truncate"):  # a multi-part example is never split
+        (t,) = split_long([ex], 7, long)
+        assert t.parts.tolist() == [0] * 5 + [1] * 2 and t.scalars == {"pair": [6, 7], "sop": 1}
+        (t,) = split_long([ex], 4, long)
+        assert t.parts.tolist() == [0] * 4 and t.scalars == {"pair": [6], "sop": 1}  # part 1 lost with its value
+    w = ex.window(6, 9)  # inside part 1 only: renumbered from 0
+    assert w.parts.tolist() == [0, 0, 0] and w.scalars["pair"] == [7] and w.input_ids.tolist() == [16, 17, 18]
+
+
+def test_pack_makes_each_part_a_segment():
+    plain = Example(np.arange(100, 106, dtype=np.int32), np.ones(6, bool), scalars={"sop": 1},
+                    pointers={"p": np.array([[0, 5]])})
+    multi = Example(np.arange(10, 19, dtype=np.int32), np.ones(9, bool), scalars={"pair": [8, 9], "sop": 0},
+                    pointers={"p": np.array([[0, 3], [5, 8], [-1, 6]])}, parts=np.array([0] * 4 + [1] * 5))
+    (row,) = pack([plain, multi], 20, pad_id=0)
+    # best fit, longest first: the 9-token pair, then the plain document
+    assert row["segment_ids"].tolist() == [1] * 4 + [2] * 5 + [3] * 6 + [0] * 5
+    assert row["positions"][:15].tolist() == [0, 1, 2, 3, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 5]
+    assert row["scalar.pair"].tolist() == [8, 9, IGNORE] and row["scalar.sop"].tolist() == [0, 0, 1]  # int: every part
+    assert row["ptr.p"].tolist() == [[0, 3], [5, 8], [-1, 6], [9, 14]] and row["ptr_seg.p"].tolist() == [1, 2, 2, 3]
+    m = visible(row["segment_ids"], row["prefix"])
+    assert not m[:4, 4:].any() and not m[4:9, :4].any() and m[:4, :4].all() and m[4:9, 4:9].all()
+    back = unpack(row)  # the inverse is per segment: the pair comes back as its two parts
+    assert [b.input_ids.tolist() for b in back] == [list(range(10, 14)), list(range(14, 19)), list(range(100, 106))]
+    assert [b.scalars for b in back] == [{"pair": 8, "sop": 0}, {"pair": 9, "sop": 0}, {"pair": IGNORE, "sop": 1}]
+    assert [b.pointers["p"].tolist() for b in back] == [[[0, 3]], [[1, 4], [-1, 2]], [[0, 5]]]
+    assert all(b.parts is None for b in back)
+
+
+# --- the objective on real code -------------------------------------------------------------------------
+
+
+def test_registry_entry_and_config(byte_tok):
+    vocab = Vocab.from_tokenizer(byte_tok)
+    assert HEADS_OF["code_doc"] == ("contrastive",)
+    with pytest.raises(ValueError, match="kinds"):
+        build("code_doc", vocab, kinds=("lambda",))
+    with pytest.raises(ValueError, match="mlm_rate"):
+        build("code_doc", vocab, mlm_rate=1.5)
+    with pytest.raises(ValueError, match=">= 1"):
+        build("code_doc", vocab, max_doc_tokens=0)
+
+
+def python_functions(text: str) -> dict[str, set]:
+    """name -> docstrings (raw) of the (async) functions of a module, from ``ast``."""
+    out: dict[str, set] = {}
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out.setdefault(node.name, set()).add(ast.get_docstring(node, clean=False))
+    return out
+
+
+def spliced(text: str, doc: str, code: str) -> bool:
+    """Whether `code` is the text around some occurrence of `doc` in `text` with the doc cut out:
+    its signature line before the doc, the rest after it."""
+    head = code.partition("\n")[0]
+    i = text.find(doc)
+    while i >= 0:
+        j = text.rfind(head, 0, i)
+        if j >= 0:
+            pre = text[j:i]
+            if code == pre + text[i + len(doc): i + len(doc) + len(code) - len(pre)]:
+                return True
+        i = text.find(doc, i + 1)
+    return False
+
+
+def test_python_doc_side_is_the_docstring_and_code_side_lacks_it(byte_tok):
+    """byte-level tokens (one per byte): exact text. The doc side evaluates to the function's
+    docstring; the code side is the definition from `def` with exactly the docstring removed."""
+    vocab = Vocab.from_tokenizer(byte_tok)
+    obj = build("code_doc", vocab, max_doc_tokens=BIG, max_code_tokens=BIG)
+    views = [v for v in stdlib_views(byte_tok, 100, 130, min_size=6000) if v.text.isascii()][:4]
+    assert len(views) >= 3
+    seen = 0
+    for v in views:
+        funcs = python_functions(v.text)
+        picked = set()
+        for seed in range(30):
+            e = obj(v, np.random.default_rng([seed, 7]))
+            if e is None:
+                break
+            doc_ids, code_ids = sides(e)
+            doc, code = decode(byte_tok, doc_ids), decode(byte_tok, code_ids)
+            m = re.match(r"(async\s+)?def\s+(\w+)\s*\(", code)
+            assert m, code[:80]
+            assert ast.literal_eval(doc) in funcs[m.group(2)]  # the doc side IS the docstring literal
+            # the code side is the file's text around this docstring, without it
+            assert doc not in code and spliced(v.text, doc, code)
+            assert e.prefix.all() and e.labels == {}
+            a, b = e.scalars["pair"]
+            assert b == a + 1 and a % 2 == 0 and 0 <= a < 2**63
+            picked.add(m.group(2))
+            seen += 1
+        n_cand = len(candidates(v.functions, np.array([0, 1])))
+        assert len(picked) > min(n_cand, 30) // 3  # uniform choice: many different functions picked
+    assert seen >= 60
+
+
+def test_python_with_a_real_bpe_and_cuts(small_tok):
+    vocab = Vocab.from_tokenizer(small_tok)
+    obj = build("code_doc", vocab)  # defaults: 64 doc tokens, 192 code tokens
+    views = stdlib_views(small_tok, 300, 330)
+    n = 0
+    for v in views:
+        funcs = python_functions(v.text)
+        for seed in range(5):
+            e = obj(v, np.random.default_rng(seed))
+            if e is None:
+                continue
+            doc_ids, code_ids = sides(e)
+            assert len(doc_ids) <= 64 and len(code_ids) <= 192
+            doc, code = decode(small_tok, doc_ids), decode(small_tok, code_ids)
+            m = re.match(r"\s*(async\s+)?def\s+(\w+)\s*\(", code)
+            assert m, code[:80]
+            first = next(ln for ln in doc.strip().strip("rbuRBU").strip("\"'").splitlines() + [""] if ln.strip())
+            assert any(first.strip() in (d or "") for d in funcs[m.group(2)])
+            if first.strip() and len(first.strip()) > 20:
+                assert first.strip() not in code
+            n += 1
+    assert n >= 50
+
+
+@pytest.mark.parametrize("lang,fixture,name,doc_words,code_start", [
+    ("java", "spans.java", "Shapes", "Builds a shape.", "public Shapes(int width) {"),
+    ("go", "scopes.go", "helper", "helper doubles n.\n// A second line of doc.", "func helper(n int) int {"),
+])
+def test_brace_language_doc_precedes_the_definition(byte_tok, lang, fixture, name, doc_words, code_start):
+    v = fixture_view(lang, fixture, byte_tok)
+    obj = build("code_doc", Vocab.from_tokenizer(byte_tok), max_doc_tokens=BIG, max_code_tokens=BIG)
+    pairs = {}
+    for seed in range(60):
+        doc_ids, code_ids = sides(obj(v, np.random.default_rng(seed)))
+        pairs[decode(byte_tok, doc_ids)] = decode(byte_tok, code_ids)
+    # every documented function / method was picked, and only those (never a class doc)
+    documented = {v.token_text(r[5], r[6]) for r in v.functions.tolist() if r[5] >= 0 and r[0] in (0, 1)}
+    assert set(pairs) == documented and len(documented) >= 2
+    doc = next(d for d in pairs if doc_words in d)
+    code = pairs[doc]
+    assert doc.strip().startswith("/**" if lang == "java" else "//")
+    assert code.strip().startswith(code_start.strip()) and code.rstrip().endswith("}")
+    assert doc_words.split("\n")[0] not in code
+    assert not any("Shapes and their areas" in d or "Point is a position" in d for d in pairs)  # classes
+
+
+def test_views_without_docs_give_none_and_the_stream_drops_them(small_tok):
+    vocab = Vocab.from_tokenizer(small_tok)
+    obj = build("code_doc", vocab)
+    bare = build_view("a.py", "python", "def f(x):\n    return x\n\nclass C:\n    '''A class.'''\n", small_tok)
+    assert obj(bare, np.random.default_rng(0)) is None  # a class doc only: not a function
+    assert build("code_doc", vocab, kinds=("class",))(bare, np.random.default_rng(0)) is not None
+    real = stdlib_views(small_tok, 350, 370)[:6]
+    views = [bare, *real, bare]
+    src = Source("code_doc", len(views), lambda i, rng: obj(views[i], rng))
+    stream = PackedStream(Mixture([src], [1.0], seed=3), seq_len=256, pad_id=0, buffer=len(views))
+    rows = stream.rows_of_buffer(0)
+    made = [obj(v, np.random.default_rng(0)) for v in views]
+    n_pairs = sum(e is not None for e in made)
+    assert 0 < n_pairs < len(views)
+    assert sum(int((r["scalar.pair"] % 2 == 0).sum()) for r in rows) == n_pairs
+
+
+def test_determinism_by_seed(small_tok):
+    obj = build("code_doc", Vocab.from_tokenizer(small_tok), mlm_rate=0.15)
+    v = stdlib_views(small_tok, 400, 410)[0]
+    a, b = obj(v, np.random.default_rng([1, 2, 3])), obj(v, np.random.default_rng([1, 2, 3]))
+    assert a.input_ids.tobytes() == b.input_ids.tobytes() and a.parts.tobytes() == b.parts.tobytes()
+    assert a.scalars == b.scalars and a.labels["mlm"].tobytes() == b.labels["mlm"].tobytes()
+    keys = {obj(v, np.random.default_rng([1, 2, s])).scalars["pair"][0] for s in range(50)}
+    assert len(keys) == 50  # a fresh pair id per draw
+
+
+def test_optional_mlm_on_the_code_side(small_tok):
+    vocab = Vocab.from_tokenizer(small_tok)
+    plain, masked = build("code_doc", vocab), build("code_doc", vocab, mlm_rate=0.15)
+    sel = tot = 0
+    for v in stdlib_views(small_tok, 500, 520):
+        for seed in range(4):
+            e = masked(v, np.random.default_rng(seed))
+            if e is None:
+                continue
+            lab = e.labels["mlm"]
+            n0 = e.part_bounds()[1]
+            assert (lab[:n0] == IGNORE).all()  # never on the doc side
+            chosen = np.flatnonzero(lab != IGNORE)
+            sel, tot = sel + len(chosen), tot + len(e) - n0
+            # the labels are the code side's original tokens: the same draw without MLM shows them
+            _, code = sides(plain(v, np.random.default_rng(seed)))
+            assert (lab[n0:][lab[n0:] != IGNORE] == code[lab[n0:] != IGNORE]).all()
+    assert tot > 2000 and abs(sel / tot - 0.15) < 0.02
+
+
+# --- pack + collate + the real ContrastiveHead --------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mixed(small_tok):
+    """code_doc pairs and ordinary MLM documents (function-sized windows) from real stdlib views."""
+    vocab = Vocab.from_tokenizer(small_tok)
+    pair, mlm = build("code_doc", vocab), build("mlm", vocab)
+    views = stdlib_views(small_tok, 450, 490)
+    exs = []
+    for i, v in enumerate(views):
+        e = pair(v, np.random.default_rng([i, 0]))
+        if e is not None:
+            exs.append(e)
+        m = mlm(v, np.random.default_rng([i, 1]))
+        exs.append(m.window(0, min(len(m), 40 + 13 * i % 150)))
+    return exs
+
+
+def test_pack_collate_mixed_rows(mixed):
+    pairs = [e for e in mixed if e.parts is not None]
+    assert len(pairs) >= 10 and len(mixed) - len(pairs) >= 10
+    rows = pack(mixed, 256, pad_id=0)
+    found = 0
+    for r in rows:
+        seg, pos, key = r["segment_ids"], r["positions"], r["scalar.pair"]
+        assert len(key) == seg.max()  # one value per segment
+        m = visible(seg, r["prefix"])
+        q, k = np.nonzero(m)
+        assert np.all(seg[q] == seg[k]) and np.all(seg[q] > 0)  # no attention across segments (parts)
+        for s in range(1, seg.max() + 1):
+            idx = np.flatnonzero(seg == s)
+            assert np.all(np.diff(idx) == 1) and pos[idx].tolist() == list(range(len(idx)))
+            if key[s - 1] != IGNORE and key[s - 1] % 2 == 0:  # a doc side: its code side is the next segment
+                assert key[s] == key[s - 1] + 1
+                nxt = np.flatnonzero(seg == s + 1)
+                assert nxt[0] == idx[-1] + 1  # adjacent
+                found += 1
+            if key[s - 1] != IGNORE and key[s - 1] % 2 == 1:
+                assert key[s - 2] == key[s - 1] - 1
+    assert found == len(pairs)
+    # the rows hold each pair's two sides as two documents (unpack is per segment)
+    back = {d.input_ids.tobytes(): d.scalars["pair"] for r in rows for d in unpack(r)}
+    for e in pairs:
+        d, c = sides(e)
+        assert back[d.tobytes()] == e.scalars["pair"][0] and back[c.tobytes()] == e.scalars["pair"][1]
+    # varlen layout: the two sides are two sequences for the kernel
+    vb = collate(rows[:4], varlen=True)
+    seg = vb["segment_ids"][0].numpy()
+    assert len(vb["cu_seqlens"]) - 1 == len(np.unique(seg)) == len(vb["scalar.pair"])
+
+
+def test_contrastive_head_on_collated_pairs(mixed, small_tok):
+    rows = pack(mixed, 256, pad_id=0)
+    batch = collate(rows)
+    n_pairs = sum(e.parts is not None for e in mixed)
+    torch.manual_seed(0)
+    model = T.Transformer(T.tiny(vocab_size=small_tok.get_vocab_size(), max_positions=256))
+    heads = {h: H.build_head(h, model) for name in ("code_doc", "mlm") for h in HEADS_OF[name]}
+    assert set(heads) == {"contrastive", "mlm"}
+    pre = H.Pretrainer(model, heads)
+    out = pre(batch)
+    loss, n = out["contrastive"]
+    assert torch.isfinite(loss) and n.item() == n_pairs
+    assert loss.item() / n_pairs > 0.5  # an untrained model cannot tell pairs apart
+    assert out["mlm"][1].item() > 0
+    total = sum(ls / cnt.clamp(min=1) for ls, cnt in out.values())
+    total.backward()
+    g = model.embed.tokens.weight.grad
+    assert g is not None and torch.isfinite(g).all() and g.abs().sum() > 0
+    # the contrastive loss alone reaches the encoder
+    model.zero_grad()
+    loss2, _ = heads["contrastive"](model.encode(batch), batch)
+    loss2.backward()
+    assert model.embed.tokens.weight.grad.abs().sum() > 0
+
