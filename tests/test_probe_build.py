@@ -27,7 +27,7 @@ from codept.probe.build import (
 )
 from codept.probe.split import held_out, in_domain_probe, split_views
 from codept.structure.view import build_view
-from codept.tokenizer import load_tokenizer, train_tokenizer
+from codept.tokenizer import train_tokenizer
 
 # -- query cleaning ------------------------------------------------------------------------------
 
