@@ -203,7 +203,7 @@ def kernel_profile(step, batches) -> dict:
 
 
 def engine_smoke(batches, seq: int, micro: int, peak: float, warmup: int, steps: int, compile_: bool = False,
-                 port: int = 29561) -> dict:
+                 port: int = 29561, profile: bool = False, dropout: float = 0.0) -> dict:
     import torch
 
     os.environ.update({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
@@ -212,7 +212,7 @@ def engine_smoke(batches, seq: int, micro: int, peak: float, warmup: int, steps:
     from codept.train.config import RunConfig
 
     world = E.init_distributed()
-    m, net = build_net(50304, "sdpa", dropout=0.1)
+    m, net = build_net(50304, "sdpa", dropout=dropout)
     if DEV == "cpu":
         torch.set_num_threads(2)
     cfg = RunConfig(seq_len=seq, micro_batch_rows=micro, global_batch_rows=micro, steps=steps, lr=5e-4,
@@ -229,14 +229,36 @@ def engine_smoke(batches, seq: int, micro: int, peak: float, warmup: int, steps:
     dt = timed_loop(step, data, warmup)
     fl = flops_of(m, data[warmup:], seq)
     tokens = sum(int((b["segment_ids"] > 0).sum()) for b in data[warmup:])
+    prof = engine_profile(step, data[:4]) if profile else None
     k = max(1, len(losses) // 10)
     res = {"ds_config": "zero2_bf16", "compiled": compile_, "steps": steps, "tok_s": round(tokens / dt),
            "model_tflops": round(fl / dt / 1e12, 1), "mfu": round(fl / dt / 1e12 / peak, 4),
            "loss_first_tenth": round(sum(losses[:k]) / k, 3), "loss_last_tenth": round(sum(losses[-k:]) / k, 3),
            "all_finite": all(x == x and abs(x) < 1e4 for x in losses),
            "peak_mem_gib": peak_mem_gib()}
+    if prof:
+        res["profile"] = prof
     E.shutdown()
     return res
+
+
+def engine_profile(step, batches) -> dict:
+    """Wall time vs GPU busy time per step, and the host-side ops that cost most (is the step CPU-bound?)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if DEV == "cuda" else [])
+    sync()
+    t0 = time.perf_counter()
+    with profile(activities=acts) as prof:
+        for b in batches:
+            step(b)
+        sync()
+    wall = (time.perf_counter() - t0) / len(batches)
+    ev = prof.key_averages()
+    gpu = sum(e.self_device_time_total for e in ev) / 1e6 / len(batches) if DEV == "cuda" else 0.0
+    cpu_top = sorted(ev, key=lambda e: -e.self_cpu_time_total)[:15]
+    return {"wall_ms_per_step": round(wall * 1e3, 1), "gpu_busy_ms_per_step": round(gpu * 1e3, 1),
+            "top_self_cpu_ms": {e.key[:70]: round(e.self_cpu_time_total / 1e3 / len(batches), 2) for e in cpu_top}}
 
 
 def main() -> None:
@@ -282,6 +304,9 @@ def main() -> None:
         "engine_zero2_bf16": (90, lambda: engine_smoke(batches, seq, args.micro, p, w, args.engine_steps)),
         "plain_sdpa_compiled": (150, lambda: plain(batches, "sdpa", True, seq, p, w, args.profile)),
         "plain_flex_compiled": (150, lambda: plain(batches, "flex", True, seq, p, w)),
+        "engine_zero2_bf16_profile": (90, lambda: engine_smoke(batches, seq, args.micro, p, w, 40, port=29563,
+                                                               profile=True)),
+        "plain_sdpa_profile": (40, lambda: plain(batches, "sdpa", False, seq, p, w, True)),
         "engine_zero2_bf16_compiled": (200, lambda: engine_smoke(batches, seq, args.micro, p, w, args.engine_steps,
                                                                  compile_=True, port=29562)),
     }
