@@ -39,9 +39,10 @@ after the update, nothing per token. A head with N_h = 0 over the whole step con
 is logged as nan). The heads' own n_valid are checked against count_fn after the step (all ranks
 raise together on a mismatch).
 
-Also here: :func:`init_distributed`, collectives for codept.train.checkpoint, :func:`full_params` /
-:func:`full_grads` (ZeRO-aware, for tests and export) and :func:`shutdown` (destroy the process group,
-delete this job's ``/dev/shm/deepspeed_allreduce_buffer_*`` file that DeepSpeed never deletes).
+Also here: :func:`init_distributed` (on CPU it also tunes glibc malloc: :func:`tune_cpu_allocator`),
+collectives for codept.train.checkpoint, :func:`full_params` / :func:`full_grads` (ZeRO-aware, for tests
+and export) and :func:`shutdown` (destroy the process group, delete this job's
+``/dev/shm/deepspeed_allreduce_buffer_*`` file that DeepSpeed never deletes).
 
 NOT covered: pipeline / tensor / sequence parallelism (W = data-parallel ranks), fp16 loss-scale
 overflow bookkeeping in the logged loss, ``zero.Init`` for models too big to build on one rank,
@@ -81,14 +82,51 @@ class World:
     backend: str
 
 
+# glibc malloc settings for CPU training processes (see tune_cpu_allocator); the names are glibc's
+# environment variables with the same meaning, for child processes that should match.
+CPU_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
+
+
+def tune_cpu_allocator() -> dict[str, str]:
+    """Make glibc malloc keep freed memory for reuse in this process. Returns the settings applied: {}
+    when none (not glibc, or the user set either variable of CPU_MALLOC_ENV, which glibc then applied).
+
+    Why: ZeRO on CPU allocates and frees tensors the size of the flat gradient partition every step
+    (flattened gradients, AdamW's temporaries on the flat fp32 partition, the fp64 copies of the grad
+    norm). By default glibc serves such chunks with fresh mmap pages once they pass its dynamic mmap
+    threshold, and trims freed memory off the top of the heap, so every step faulted ~30-120 MB of new
+    zero pages in again: 7-45 k minor page faults per step for the debug_cpu model with ZeRO-2, up to
+    5-10 % of a step (the torch loop of benchmarks/bench_engine.py: ~0-5 k). The mmap threshold fixed at
+    glibc's maximum (32 MiB; smaller chunks come from the heap and are reused) and a 1 GiB trim
+    threshold bring it to ~0. Cost: up to 1 GiB of freed heap stays with the process. Process-wide,
+    so init_distributed calls it only on the CPU accelerator (a CPU training process)."""
+    if any(k in os.environ for k in CPU_MALLOC_ENV):
+        return {}
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt  # glibc; absent on macOS, a stub returning 0 on musl
+    except (OSError, AttributeError):
+        return {}
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
+    applied = {}
+    for opt, key in ((m_mmap_threshold, "MALLOC_MMAP_THRESHOLD_"), (m_trim_threshold, "MALLOC_TRIM_THRESHOLD_")):
+        if mallopt(opt, int(CPU_MALLOC_ENV[key])) == 1:
+            applied[key] = CPU_MALLOC_ENV[key]
+    return applied
+
+
 def init_distributed(timeout_s: float = 1800.0) -> World:
     """Join the process group the launcher (``deepspeed``/``torchrun``) set up: gloo on CPU, the
-    accelerator's backend (nccl) otherwise."""
+    accelerator's backend (nccl) otherwise. On CPU it also calls :func:`tune_cpu_allocator`."""
     from datetime import timedelta
 
     from deepspeed.accelerator import get_accelerator
 
     backend = "gloo" if get_accelerator().device_name() == "cpu" else None
+    if backend == "gloo":
+        tune_cpu_allocator()
     deepspeed.init_distributed(dist_backend=backend, timeout=timedelta(seconds=timeout_s))
     local = int(os.environ.get("LOCAL_RANK", 0))
     if get_accelerator().device_name() != "cpu":
