@@ -183,8 +183,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from codept.parallel import WorkersFailing
+
     args = build_parser().parse_args(argv)
-    return args.fn(args)
+    try:
+        return args.fn(args)
+    except WorkersFailing as e:
+        print(f"codept: error: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

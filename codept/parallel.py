@@ -13,6 +13,9 @@ Parsing untrusted code can hang (pathological grammars states, giant files) or c
 4. Results are yielded as ``(index, ok, value)`` in completion order; ``ok`` False means ``value``
    is ``(reason, detail)``. An exception raised by ``fn`` is caught in the worker and reported as
    ``(type name, message)`` unless ``fn`` handles it.
+5. A broken pool is an error, not a skip per item: if ``init`` raises in a worker, or the first
+   ``max_initial_crashes`` items all crash their workers before any item succeeds (a killed or
+   misconfigured environment, not bad input), :class:`WorkersFailing` is raised with the cause.
 Cost: a spawn (~1 s of imports) per worker and per replacement; pickling of each result.
 Not covered: memory limits (use the OS: cgroups / ulimit), retries.
 """
@@ -26,8 +29,20 @@ from multiprocessing.connection import wait
 from typing import Any, Callable, Iterable, Iterator
 
 
+class WorkersFailing(RuntimeError):
+    """The worker processes cannot do any work (init fails, or every item so far crashed a worker)."""
+
+
 def _serve(conn, init, init_args, fn) -> None:
-    state = init(*init_args) if init else None
+    try:
+        state = init(*init_args) if init else None
+    except Exception as e:  # told to the parent with its first task, which raises WorkersFailing
+        conn.send(("init_failed", f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=5)}"))
+        try:
+            conn.recv()  # stay alive until the parent has sent a task (a send to a dead pipe would fail)
+        except (EOFError, OSError):
+            pass
+        return
     while True:
         msg = conn.recv()
         if msg is None:
@@ -64,6 +79,7 @@ def isolated_map(
     init: Callable[..., Any] | None = None,
     init_args: tuple = (),
     startup_timeout: float = 120.0,
+    max_initial_crashes: int = 8,
 ) -> Iterator[tuple[int, bool, Any]]:
     """Yield (index, ok, result-or-(reason, detail)) for every item. `fn(state, item)` must be a
     module-level function; `state` is what `init(*init_args)` returned in that worker."""
@@ -73,6 +89,7 @@ def isolated_map(
     if nxt is None:
         return
     pool = [_Worker(ctx, init, init_args, fn) for _ in range(max(1, workers))]
+    succeeded, crashed = False, 0
     try:
         while nxt is not None or any(w.task is not None for w in pool):
             for w in pool:
@@ -89,15 +106,24 @@ def isolated_map(
                     continue
                 if w.conn in ready:
                     try:
-                        idx, ok, value = w.conn.recv()
+                        msg = w.conn.recv()
                     except (EOFError, OSError):
                         w.proc.join(5)
                         code = w.proc.exitcode
+                        crashed += 1
+                        if not succeeded and crashed >= max_initial_crashes:
+                            raise WorkersFailing(
+                                f"the first {crashed} items all crashed their worker processes (last exit "
+                                f"code {code}) and none succeeded: the environment kills the workers "
+                                "(memory limit? /dev/shm?), not bad input") from None
                         yield w.task, False, ("worker_crash", f"worker exited with code {code}")
                         w.kill()
                         pool[i] = _Worker(ctx, init, init_args, fn)
                         continue
-                    w.task, w.warm = None, True
+                    if len(msg) == 2:  # ("init_failed", traceback)
+                        raise WorkersFailing(f"worker initialisation failed: {msg[1]}")
+                    idx, ok, value = msg
+                    w.task, w.warm, succeeded = None, True, True
                     yield idx, ok, value
                 # the first item of a fresh worker also pays for its start-up imports
                 elif now - w.started > timeout + (0 if w.warm else startup_timeout):

@@ -261,7 +261,7 @@ def prepare(sources: list[str], out: Path | None = None, tokenizer_dir: Path | N
         shutil.rmtree(out)
     out.mkdir(parents=True)
 
-    from codept.parallel import isolated_map
+    from codept.parallel import WorkersFailing, isolated_map
 
     workers = cfg.workers or os.cpu_count() or 1
     near = NearDedup(cfg.near_dedup, cfg.num_perm, cfg.shingle) if cfg.near_dedup else None
@@ -368,6 +368,9 @@ def prepare(sources: list[str], out: Path | None = None, tokenizer_dir: Path | N
     }
     assert viewed + sum(reasons.values()) == len(planned), "an input was lost"
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if viewed == 0 and reasons["worker_crash"]:  # a broken environment, not a result worth caching
+        raise WorkersFailing(f"no input was viewed and {reasons['worker_crash']} crashed their worker; "
+                             f"{out} is left without DONE (see its manifest.jsonl) and will be rebuilt")
     (out / "DONE").write_text(key + "\n")
     summary["cached"] = False
     return summary

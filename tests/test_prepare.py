@@ -58,6 +58,33 @@ def test_hostile_corpus_complete_manifest(tmp_path, tok_dir):
     assert len(views) == s["viewed"] == sum(r["status"] == "viewed" for r in rows)
 
 
+def test_broken_workers_are_an_error_and_not_cached(tmp_path, tok_dir, monkeypatch):
+    """Workers killed by the environment (here: they abort at start-up) view nothing; prepare raises
+    instead of caching an empty dataset as DONE, and the CLI says why."""
+    import os
+
+    import codept.parallel
+    from codept.cli import main as cli_main
+    from codept.parallel import WorkersFailing
+
+    real = codept.parallel.isolated_map
+    monkeypatch.setattr(codept.parallel, "isolated_map",
+                        lambda fn, items, **kw: real(fn, items, **{**kw, "init": os.abort, "init_args": ()}))
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.py").write_text("x = 1\n")
+    (src / "b.py").write_text("y = 2\n")
+    with pytest.raises(WorkersFailing, match="no input was viewed and 2 crashed"):
+        prepare([str(src)], out=tmp_path / "out", tokenizer_dir=tok_dir, cfg=PrepareConfig(workers=1), progress=False)
+    assert not (tmp_path / "out" / "DONE").exists()
+    rows = (tmp_path / "out" / "manifest.jsonl").read_text().splitlines()
+    assert [json.loads(r)["reason"] for r in rows] == ["worker_crash"] * 2
+    for i in range(9):
+        (src / f"c{i}.py").write_text(f"z = {i}\n")
+    assert cli_main(["prepare", str(src), "--out", str(tmp_path / "out2"), "--tokenizer", str(tok_dir),
+                     "--workers", "1"]) == 1  # 11 inputs: gives up after the first 8 crashes
+
+
 def test_output_independent_of_workers_and_cached(tmp_path, tok_dir):
     files = [str(p) for p in stdlib_files()[:12]]
     a = prepare(files, out=tmp_path / "a", tokenizer_dir=tok_dir, cfg=PrepareConfig(workers=1), progress=False)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from codept.data.sources import decode_source, discover, read_source
-from codept.parallel import isolated_map
+from codept.parallel import WorkersFailing, isolated_map
 from codept.structure import grammar
 from codept.structure.view import build_view
 
@@ -114,6 +114,27 @@ def test_isolated_map_survives_crashes_hangs_and_errors():
     assert out[1][0] is False and out[1][1][0] == "worker_crash"
     assert out[3][0] is False and out[3][1][0] == "timeout"
     assert out[4][0] is False and out[4][1][0] == "RuntimeError"
+
+
+def _bad_init(x):
+    raise ValueError(f"cannot load {x}")
+
+
+def test_isolated_map_failing_init_is_an_error_not_skips():
+    t0 = time.monotonic()
+    with pytest.raises(WorkersFailing, match="initialisation failed: ValueError: cannot load tok"):
+        list(isolated_map(_work, ["a"] * 50, workers=2, timeout=5.0, init=_bad_init, init_args=("tok",)))
+    assert time.monotonic() - t0 < 60  # not one fresh worker per item
+
+
+def test_isolated_map_every_item_crashing_is_an_error():
+    with pytest.raises(WorkersFailing, match="first 4 items all crashed"):
+        list(isolated_map(_work, ["segv"] * 20, workers=2, timeout=5.0, init=_init, init_args=(">",),
+                          max_initial_crashes=4))
+    # a crash after a success stays a recorded skip
+    out = list(isolated_map(_work, ["a"] + ["segv"] * 5, workers=1, timeout=5.0, init=_init, init_args=(">",),
+                            max_initial_crashes=4))
+    assert sorted(ok for _, ok, _ in out) == [False] * 5 + [True]
 
 
 def _rss_mb() -> float:
