@@ -19,6 +19,7 @@ from codept.data.stream import Mixture, PackedStream, Source
 from codept.model import heads as H
 from codept.model import transformer as T
 from codept.objectives import HEADS_OF, build
+from codept.objectives import code_doc
 from codept.objectives.code_doc import candidates
 from codept.objectives.render import Vocab
 from codept.structure.grammar import SkipFile
@@ -185,7 +186,8 @@ def test_python_doc_side_is_the_docstring_and_code_side_lacks_it(byte_tok):
 
 def test_python_with_a_real_bpe_and_cuts(small_tok):
     vocab = Vocab.from_tokenizer(small_tok)
-    obj = build("code_doc", vocab)  # defaults: 64 doc tokens, 192 code tokens
+    obj = build("code_doc", vocab)  # defaults: 32 doc tokens, 128 code tokens
+    cfg = code_doc.Config()
     views = stdlib_views(small_tok, 300, 330)
     n = 0
     for v in views:
@@ -195,7 +197,7 @@ def test_python_with_a_real_bpe_and_cuts(small_tok):
             if e is None:
                 continue
             doc_ids, code_ids = sides(e)
-            assert len(doc_ids) <= 64 and len(code_ids) <= 192
+            assert len(doc_ids) <= cfg.max_doc_tokens and len(code_ids) <= cfg.max_code_tokens
             doc, code = decode(small_tok, doc_ids), decode(small_tok, code_ids)
             m = re.match(r"\s*(async\s+)?def\s+(\w+)\s*\(", code)
             assert m, code[:80]

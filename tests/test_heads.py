@@ -196,3 +196,75 @@ def test_empty_labels_give_zero_and_grads(model, batch):
     loss.backward()
     assert head.dense.weight.grad is not None and head.dense.weight.grad.abs().sum() == 0
     assert np.isfinite(loss.item())
+
+
+# --- contrastive negatives across data-parallel ranks (2 gloo processes) -----------------------------
+
+
+def _pair_batch(rank: int, step: int, c: int = 8):
+    """One row of documents with pair keys: rank 0 has 3 pairs, rank 1 has 2 pairs + an unpaired doc;
+    at step 1 rank 1's batch has no pair field at all."""
+    g = torch.Generator().manual_seed(10 * rank + step)
+    keys = [0, 1, 2, 3, 4, 5] if rank == 0 else [2 * 7, 2 * 7 + 1, 2 * 9 + 1, 2 * 9, IGNORE]
+    seg = torch.tensor([[d + 1 for d in range(len(keys)) for _ in range(3)]])  # 3 tokens per document
+    hidden = torch.randn(1, seg.shape[1], c, generator=g)
+    batch = {"segment_ids": seg}
+    if not (rank == 1 and step == 1):
+        batch["scalar.pair"] = torch.tensor([keys])
+    return hidden, batch
+
+
+def _gather_worker(rank: int, world: int, port: int, out: str):
+    import os
+
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    head = H.ContrastiveHead(T.Transformer(T.tiny()), temperature=0.1)
+    res = []
+    for step in range(2):
+        hidden, batch = _pair_batch(rank, step)
+        hidden.requires_grad_(True)
+        loss, n = head(hidden, batch)
+        loss.backward()
+        res.append((loss.item(), n.item(), hidden.grad.clone()))
+    torch.save(res, f"{out}/rank{rank}.pt")
+    dist.destroy_process_group()
+
+
+def test_contrastive_negatives_gathered_across_ranks(tmp_path):
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_gather_worker, args=(2, port, str(tmp_path)), nprocs=2, join=True)
+    got = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
+    head = H.ContrastiveHead(T.Transformer(T.tiny()), temperature=0.1)  # no process group: local only
+    for step in range(2):
+        hid = [_pair_batch(r, step)[0].requires_grad_(True) for r in range(2)]
+        emb = [head.embed(h, _pair_batch(r, step)[1]) for r, h in enumerate(hid)]
+        a = torch.cat([z[k % 2 == 0] for z, k in emb]); pa = torch.cat([k[k % 2 == 0] // 2 for z, k in emb])
+        b = torch.cat([z[k % 2 == 1] for z, k in emb]); pb = torch.cat([k[k % 2 == 1] // 2 for z, k in emb])
+        refs = []
+        for r in range(2):  # reference: rank r's pairs against every rank's candidates, one process
+            z, k = emb[r]
+            mine = k[k % 2 == 0] // 2
+            mine = mine[torch.isin(mine, k[k % 2 == 1] // 2)]
+            ia = torch.nonzero(pa[:, None] == mine[None, :])[:, 0]  # rows of a / b of rank r's pairs
+            ib = torch.nonzero(pb[:, None] == mine[None, :])[:, 0]
+            refs.append(((F.cross_entropy(a[ia] @ b.T / 0.1, ib, reduction="sum")
+                          + F.cross_entropy(b[ib] @ a.T / 0.1, ia, reduction="sum")) / 2, len(mine)))
+        # the gradient each rank gets is that of the SUM of both ranks' losses (one big batch)
+        grads = [g if g is not None else torch.zeros_like(h)
+                 for g, h in zip(torch.autograd.grad(refs[0][0] + refs[1][0], hid, allow_unused=True), hid)]
+        for r in range(2):
+            loss, n, g = got[r][step]
+            assert n == refs[r][1] and abs(loss - refs[r][0].item()) < 1e-4, (step, r, loss, refs[r][0].item())
+            assert torch.allclose(g, grads[r], atol=1e-5)
+            local = head(hid[r].detach(), _pair_batch(r, step)[1])[0]
+            # more negatives, a larger loss than the local-only one (step 1: rank 1 sends none)
+            assert local.item() < loss if step == 0 else abs(local.item() - loss) < 1e-4

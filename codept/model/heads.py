@@ -26,12 +26,14 @@ Algorithms:
      (W_q h_src) . (W_k h_j) / sqrt(C), plus a learned score for "no target" (dst = -1); records
      with src = -1 are padding.
   4. ContrastiveHead mean-pools each document, L2-normalises, and matches documents by their scalar
-     value ``2 * pair_id + side`` (side 0 = e.g. code, 1 = doc). Every matched pair is scored against
-     all other-side documents of the batch (in-batch negatives), both directions, temperature tau.
+     value ``2 * pair_id + side`` (side 0 = e.g. doc, 1 = code). Every matched pair is scored against
+     all other-side documents of the micro-batch on every data-parallel rank (in-batch negatives,
+     all-gathered with gradient), both directions, temperature tau.
 Cost: LM heads O(N_labelled V C); pointer O(K T C) per row; contrastive O(M^2 C) for M documents.
 Selecting labelled positions by boolean index costs one host-device sync per head and step.
-Not covered: the varlen layout; negatives gathered across data-parallel ranks (the contrastive loss of
-a pair depends on its micro-batch, so its sum over micro-batches is not a full-batch loss).
+Not covered: the varlen layout; negatives across micro-batches of one step or from a queue (the
+contrastive loss of a pair depends on its micro-step, so its sum over micro-batches is not a full-batch
+loss).
 """
 
 from __future__ import annotations
@@ -184,14 +186,56 @@ class PointerHead(nn.Module):
         return F.cross_entropy(scores[valid], target[valid], reduction="sum"), valid.sum()
 
 
-class ContrastiveHead(nn.Module):
-    """In-batch InfoNCE between paired documents (code <-> docstring), mean-pooled."""
+def _gather_rows(z: torch.Tensor, key: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Every data-parallel rank's rows of z (N_r, C) and key (N_r,), concatenated in rank order, and the
+    offset of this rank's rows. Other ranks' rows are constants; this rank's keep their graph. A
+    collective (forward only): every rank calls it the same number of times, also with N_r = 0."""
+    import torch.distributed as dist
 
-    def __init__(self, model: Transformer, label: str = "pair", temperature: float = 0.05):
+    n = torch.tensor([z.shape[0]], dtype=torch.long, device=z.device)
+    sizes = [torch.zeros_like(n) for _ in range(dist.get_world_size())]
+    dist.all_gather(sizes, n)
+    sizes = [int(v) for v in sizes]
+    rank, top = dist.get_rank(), max(sizes)
+    off = sum(sizes[:rank])
+    if top == 0:
+        return z, key, off
+    zb, kb = z.detach().new_zeros((top, z.shape[1])), key.new_zeros(top)  # padded to the largest rank
+    zs, ks = [torch.empty_like(zb) for _ in sizes], [torch.empty_like(kb) for _ in sizes]
+    zb[: len(z)], kb[: len(key)] = z.detach(), key
+    dist.all_gather(zs, zb)
+    dist.all_gather(ks, kb)
+    rows = [z if r == rank else zs[r][: sizes[r]] for r in range(len(sizes))]
+    return torch.cat(rows), torch.cat([k[:m] for k, m in zip(ks, sizes)]), off
+
+
+def _data_parallel() -> bool:
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+class ContrastiveHead(nn.Module):
+    """Symmetric InfoNCE between paired documents (code <-> docstring), mean-pooled.
+
+    Negatives: every other-side document of the micro-batch and, with ``gather=True`` (default) in a
+    data-parallel run, of the same micro-step on every other rank (all-gathered in the forward; no
+    collective in the backward). Every rank then scores ALL ranks' pairs against all candidates; the
+    value it returns is the loss of its own pairs (summed over ranks: the whole batch's loss), the
+    gradient it returns is that of every rank's pairs through its own rows (averaged over ranks by
+    the engine: exactly the whole batch's gradient, tests/test_heads.py). The cheaper variant, each
+    rank's own pairs with other ranks' rows as constants (open_clip's default), was measured to
+    collapse the debug_cpu encoder trained from scratch (loss stuck at chance, grad norm -> 0.01 by
+    step 50): nearly identical embeddings at init are pushed away from stale copies of themselves. The
+    head is a collective: it runs on every micro-batch, with or without pairs (``always_forward``).
+    Cost: the (N_a x N_b) logits of the whole step's pairs on every rank (a few hundred squared)."""
+
+    def __init__(self, model: Transformer, label: str = "pair", temperature: float = 0.05, gather: bool = True):
         super().__init__()
         if temperature <= 0:
             raise ValueError(f"temperature={temperature} must be > 0")
-        self.label, self.field, self.temperature = label, f"scalar.{label}", temperature
+        self.label, self.field, self.temperature, self.gather = label, f"scalar.{label}", temperature, gather
+        self.always_forward = gather
 
     def count(self, batch: dict) -> int:
         """Pairs with both sides in the batch (what forward's n_valid will be), from the batch alone."""
@@ -200,7 +244,11 @@ class ContrastiveHead(nn.Module):
         side, pair = k % 2, k // 2
         return int(torch.isin(pair[side == 0], pair[side == 1]).sum())
 
-    def forward(self, hidden: torch.Tensor, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    def embed(self, hidden: torch.Tensor, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """(M, C) L2-normalised float32 mean-pooled documents that carry a key, and their keys (M,)."""
+        if self.field not in batch:
+            return hidden.new_zeros((0, hidden.shape[-1]), dtype=torch.float32), \
+                torch.zeros(0, dtype=torch.long, device=hidden.device)
         keys = batch[self.field]  # (B, D): 2 * pair_id + side, IGNORE where unpaired
         d = keys.shape[1]
         seg = batch["segment_ids"]
@@ -208,18 +256,34 @@ class ContrastiveHead(nn.Module):
         count = member.sum(1)  # (B, D)
         pooled = member.transpose(1, 2) @ hidden / count.clamp(min=1)[..., None]  # (B, D, C)
         ok = (keys != IGNORE) & (count > 0)
-        z, key = F.normalize(pooled[ok].float(), dim=-1), keys[ok]  # (M, C), (M,)
+        return F.normalize(pooled[ok].float(), dim=-1), keys[ok]
+
+    def forward(self, hidden: torch.Tensor, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        z, key = self.embed(hidden, batch)
+        m, off = len(key), 0
+        if self.gather and _data_parallel():
+            z, key, off = _gather_rows(z, key)
+        mine = torch.zeros(len(key), dtype=torch.bool, device=key.device)
+        mine[off : off + m] = True
         side, pair = key % 2, key // 2
-        a, b = z[side == 0], z[side == 1]  # (Na, C), (Nb, C)
-        match = pair[side == 0][:, None] == pair[side == 1][None, :]  # (Na, Nb)
+        a, b, pa, pb = z[side == 0], z[side == 1], pair[side == 0], pair[side == 1]  # (Na, C), (Nb, C)
+        match = pa[:, None] == pb[None, :]  # (Na, Nb)
         if bool((match.sum(0) > 1).any() or (match.sum(1) > 1).any()):
             raise ValueError(f"{self.field}: a pair id occurs twice on one side of the batch")
-        ia, ib = match.nonzero(as_tuple=True)  # the matched pairs
+        ia, ib = match.nonzero(as_tuple=True)  # every rank's matched pairs (both sides in one row)
+        own = mine[side == 0][ia]  # the pairs of this rank
+        n = own.sum()
         if len(ia) == 0:
-            return _zero_loss(hidden), torch.zeros((), dtype=torch.long, device=hidden.device)
-        logits = a @ b.T / self.temperature  # (Na, Nb)
-        loss = F.cross_entropy(logits[ia], ib, reduction="sum") + F.cross_entropy(logits.T[ib], ia, reduction="sum")
-        return loss / 2, torch.tensor(len(ia), device=hidden.device)
+            return _zero_loss(hidden, z), n
+        terms = (F.cross_entropy(a[ia] @ b.T / self.temperature, ib, reduction="none")
+                 + F.cross_entropy(b[ib] @ a.T / self.temperature, ia, reduction="none")) / 2  # per pair
+        if len(key) == m:  # no other rank's rows: every pair is local
+            return terms.sum(), n
+        # value: this rank's pairs (summed over ranks: the loss of the whole batch); gradient: that of
+        # every rank's pairs through this rank's rows (averaged over ranks: the whole batch's gradient)
+        total = terms.sum()
+        # + a graph-connected 0: this rank may hold no rows at all this micro-step
+        return total + (terms[own].sum() - total).detach() + _zero_loss(hidden), n
 
 
 # name -> constructor(model, **options); the name is also the default label key.
@@ -260,7 +324,8 @@ class Pretrainer(nn.Module):
     """The transformer plus named heads: batch -> {head name: (loss_sum, n_valid)}. One forward of
     the encoder serves every head; the trainer normalises each head by its global count. A head whose
     input (``head.field``, e.g. "labels.mlm") is absent from the batch yields a graph-connected 0 and
-    count 0, so every rank runs the same parameters whatever its micro-batch holds."""
+    count 0, so every rank runs the same parameters whatever its micro-batch holds; a head with
+    ``always_forward`` (a collective across ranks) runs anyway and handles the absence itself."""
 
     def __init__(self, model: Transformer, heads: dict[str, nn.Module]):
         super().__init__()
@@ -271,7 +336,7 @@ class Pretrainer(nn.Module):
         hidden = self.model.encode(batch)  # (B, T, C)
         out = {}
         for name, head in self.heads.items():
-            if head.field in batch:
+            if head.field in batch or getattr(head, "always_forward", False):
                 out[name] = head(hidden, batch)
             else:
                 none = torch.zeros((), dtype=torch.long, device=hidden.device)
