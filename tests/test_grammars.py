@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import tomllib
 
+import numpy as np
 import pytest
 
 from codept.structure import grammar, kinds
@@ -113,3 +114,28 @@ def test_fixtures_cover_the_vocabulary(lang):
     for need in ("def", "ref", "free", "doc"):
         assert need in asserted, f"{lang}: fixtures never assert {need}"
     assert any(a.startswith("definition.") for a in asserted)
+
+
+def _multiset(rows) -> list:
+    return sorted(map(tuple, rows.tolist()))
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_walk_answers_kind_only_patterns_exactly(lang):
+    """parse() answers kind-only patterns from its tree walk: the captures (as multisets) must be
+    those of the full queries, on every fixture and on malformed input."""
+    g = grammar.load_grammar(lang)
+    assert len(g.kind_routes), f"{lang}: no kind-only pattern found"
+    sources = [p.read_bytes() for p in fixture_files(lang)]
+    sources += [s[: len(s) // 2] + b"\n)]}( @@ \n" + s[len(s) // 2 :] for s in sources]  # syntax errors
+    for src in sources:
+        parsed = grammar.parse(lang, src)
+        ref = {**grammar.query_rows(lang, src, "spans"), **grammar.query_rows(lang, src, "locals")}
+        spans = [(s, e, kinds.SPAN_KIND_ID[n.split(".", 1)[1]]) for n, rows in ref.items() if n.startswith("span.")
+                 for s, e in rows.tolist()]
+        assert _multiset(parsed.spans) == sorted(spans)
+        refs = ref.get("local.reference", np.zeros((0, 2), np.int64))
+        members = {tuple(r) for r in ref.get("local.member", np.zeros((0, 2), np.int64)).tolist()}
+        assert _multiset(parsed.refs) == sorted(r for r in map(tuple, refs.tolist()) if r not in members)
+        defs = [(s, e) for n, rows in ref.items() if n.startswith("local.definition") for s, e in rows.tolist()]
+        assert sorted(map(tuple, parsed.defs[:, :2].tolist())) == sorted(defs)

@@ -51,3 +51,30 @@ def test_token_anchor_skips_leading_space_and_whitespace_tokens():
     s = np.array([0, 1, 2, 6, 8])
     e = np.array([1, 2, 6, 8, 9])
     assert offsets.token_anchor(text, s, e).tolist() == [0, -1, 3, -1, 8]
+
+
+def test_token_tables_equal_binary_search():
+    rng = np.random.default_rng(0)
+    for n in (0, 1, 7, 300):
+        # tokens tiling [0, n), and a non-tiling set (gaps, repeats) with sorted starts and ends
+        cuts = np.unique(np.concatenate([[0, n], rng.integers(0, n + 1, size=n // 3)]))
+        tilings = [(cuts[:-1], cuts[1:])]
+        s = np.sort(rng.integers(0, n + 1, size=n // 2))
+        tilings.append((s, np.sort(np.minimum(s + rng.integers(0, 4, size=len(s)), n))))
+        for ts_, te_ in tilings:
+            tables = offsets.token_tables(ts_, te_, n)
+            a = rng.integers(0, n + 1, size=200)
+            b = np.minimum(a + rng.integers(0, 9, size=200), n)
+            want = offsets.char_span_to_tokens(ts_, te_, a, b)
+            got = offsets.char_span_to_tokens(ts_, te_, a, b, tables)
+            assert all(np.array_equal(x, y) for x, y in zip(got, want))
+            assert np.array_equal(offsets.last_start_table(ts_, n)[a], np.searchsorted(ts_, a, side="right") - 1)
+
+
+def test_token_anchor_ascii_and_non_ascii_agree():
+    text = " def  f(x):\n\treturn x  # é\n"
+    ts_ = np.arange(len(text))
+    te_ = ts_ + 1
+    a = offsets.token_anchor(text, ts_, te_)
+    b = offsets.token_anchor(text.replace("é", "e"), ts_, te_)
+    assert np.array_equal(a, b) and (a[np.array([c.isspace() for c in text])] == -1).all()

@@ -84,3 +84,44 @@ def test_reuse_scope_rebinds_visible_outer_variable():
     assert r[70][0] == FREE  # t stayed local to the block
     # an outer definition AFTER the block is not visible, so the block's own `late`... is free here
     assert r[40][0] == FREE
+
+
+def _random_case(rng, n=400):
+    """A random scope tree (nested intervals, every mode but reuse), definitions and references."""
+    scopes = []
+
+    def split(lo, hi, depth):
+        # children of the scope [lo, hi): disjoint sub-intervals, each a scope with its own children
+        cuts = np.sort(rng.choice(np.arange(lo + 1, hi), size=min(hi - lo - 1, 2 * int(rng.integers(0, 3))),
+                                  replace=False)) if hi - lo > 8 and depth < 6 else []
+        for a, b in zip(cuts[::2], cuts[1::2]):
+            if b - a >= 3:
+                scopes.append((int(a), int(b), int(rng.choice([0, 1, 2, 3, 4]))))
+                split(int(a) + 1, int(b) - 1, depth + 1)
+
+    split(0, n, 0)
+    names = ["x", "y", "z", "self", "f"]
+    starts = rng.choice(n - 1, size=int(rng.integers(0, 80)), replace=False)
+    defs = [(int(s), int(s) + 1, int(rng.integers(0, len(kinds.DEF_KINDS)))) for s in starts[: len(starts) // 2]]
+    refs = [(int(s), int(s) + 1) for s in starts[len(starts) // 3:]]  # some ranges are both
+    # the same range defined again, with another kind (plain @local.definition is kind 0)
+    defs = [(s, e, 0) for s, e, _ in defs[: len(defs) // 4]] + defs + [(s, e, 5) for s, e, _ in defs[::5]]
+    dn = [names[s % 5] for s, _, _ in defs]
+    rn = [names[s % 5] for s, _ in refs]
+    return (np.array(scopes, np.int64).reshape(-1, 3), np.array(defs, np.int64).reshape(-1, 3),
+            np.array(refs, np.int64).reshape(-1, 2), dn, rn)
+
+
+def test_vectorised_path_equals_reference_path():
+    rng = np.random.default_rng(0)
+    for i in range(300):
+        sc, d, r, dn, rn = _random_case(rng)
+        order = "hoisted" if i % 2 else "sequential"
+        got, got_names = resolve.resolve(sc, d, r, dn, rn, order, 400)
+        want, want_names = resolve.resolve(sc, d, r, dn, rn, order, 400, reference=True)
+        assert np.array_equal(got, want) and got_names == want_names, i
+        # names given as id arrays: same identifiers and bindings
+        ids = {x: j for j, x in enumerate(sorted(set(dn + rn)))}
+        got2, id_names = resolve.resolve(sc, d, r, np.array([ids[x] for x in dn], np.int64).reshape(-1),
+                                         np.array([ids[x] for x in rn], np.int64).reshape(-1), order, 400)
+        assert np.array_equal(got2, want) and [sorted(ids)[j] for j in id_names] == want_names, i

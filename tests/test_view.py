@@ -116,3 +116,22 @@ def test_every_language_builds_a_view(lang, small_tok):
     c = [(r, b) for s, e, n, r, b in v.idents.tolist() if v.names[n].lstrip("$") == "c"]
     assert {kinds.ROLES[r] for r, _ in c} == {"def", "ref"} and len({b for _, b in c}) == 1, (lang, c)
     assert {K["call"], K["function"]} & set(v.spans[:, 2].tolist())
+
+
+def test_name_ids_exact_with_and_without_hash_collisions(monkeypatch):
+    from codept.structure import view as view_mod
+
+    data = "ab a abc ab é éé a" + "x" * 300 + " ab\0 ab\0\0 ab".replace("\0", "\x01")
+    data = data.encode()
+    words = [(m.start(), m.end()) for m in __import__("re").finditer(rb"\S+", data)]
+    ranges = np.array(words + [(0, 0), (3, 3)], dtype=np.int64)
+
+    def check(ids, first):
+        want = [data[s:e] for s, e in ranges[: len(ids)].tolist()]
+        assert all((ids[i] == ids[j]) == (want[i] == want[j]) for i in range(len(want)) for j in range(len(want)))
+        assert [want[f] for f in first.tolist()] == [want[ids.tolist().index(k)] for k in range(len(first))]
+
+    check(*view_mod.name_ids(data, ranges))  # one range > max_len: the dict path
+    check(*view_mod.name_ids(data, ranges[:6]))  # the hashed path
+    monkeypatch.setattr(view_mod, "_HASH_MUL", np.zeros_like(view_mod._HASH_MUL))  # every hash collides
+    check(*view_mod.name_ids(data, ranges[:6]))

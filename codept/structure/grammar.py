@@ -15,11 +15,18 @@ Parsing one file (:func:`parse`):
   1. parse with tree-sitter (from bytes; with ``timeout_s``, fed from a callable so a progress
      callback can cancel it -- tree-sitter 0.26 has no other in-process time bound);
   2. one iterative cursor walk collects the leaves (byte start/end) and the maximum depth; a tree
-     deeper than ``max_depth`` is refused (queries on a 100k-deep tree take minutes);
+     deeper than ``max_depth`` is refused (queries on a 100k-deep tree take minutes). It also
+     answers the kind-only patterns of spans.scm/locals.scm (``(identifier) @span.identifier``,
+     ``[(integer) (float)] @span.literal``, ``(identifier) @local.reference``): it reads every
+     node's kind and keeps the nodes of those kinds, and the patterns are disabled in the query.
+     A tree-sitter capture costs a Python Node and two attribute reads; these patterns made ~85%
+     of the Python stdlib's captures. Only ``@span.*``, ``@local.reference`` and ``@local.member``
+     move (their consumers use them as sets), so row order may differ from the query's, not rows;
   3. if the tree has errors, an ERROR/MISSING query gives the error byte ranges;
-  4. the spans and locals queries run with ``captures``, the tags query with ``matches`` (a tag
-     needs its name and doc from the same match).
-Cost, CPython stdlib on one core: parse ~10 MB/s; the walk and queries add about as much again.
+  4. the rest of spans + locals runs as one query with ``captures``, the tags query with
+     ``matches`` (a tag needs its name and doc from the same match).
+Cost, CPython stdlib on one core: parse ~10 MB/s; the walk and queries add about 0.8x the parse
+time (the walk ~0.4x, the queries ~0.4x, a third of it the traversal of the tags query).
 Not covered: injected languages (SQL in strings, JS in HTML), incremental re-parsing.
 """
 
@@ -29,6 +36,7 @@ import bisect
 import functools
 import hashlib
 import os
+import re
 import time
 import tomllib
 from dataclasses import dataclass, field
@@ -97,6 +105,12 @@ class Grammar:
     language: ts.Language = field(repr=False)
     queries: dict[str, ts.Query] = field(repr=False)
     needs_text: bool = False  # a query uses a text predicate (#eq?, #match?, ...)
+    # kind-only patterns of spans/locals, answered by the walk instead of the query (see
+    # _kind_only_patterns): walk_kinds[kind_id] == 1 if a node of that kind is captured by one;
+    # kind_routes (E, 65536) int64: the row codes of a node of each kind (-1: none), one row per
+    # capture the query would have made (see _ROUTE_REF / _ROUTE_MEMBER; a span kind id otherwise)
+    walk_kinds: bytes = field(default=bytes(1 << 16), repr=False)
+    kind_routes: np.ndarray = field(default_factory=lambda: np.zeros((0, 1 << 16), np.int64), repr=False)
 
 
 REQUIRED_TOML_KEYS = ("module", "extensions", "line_comment", "scope_order")
@@ -134,9 +148,12 @@ def load_grammar(name: str) -> Grammar:
             kinds.check_capture(qk, q.capture_name(i), str(qpath))
         queries[qk] = q
     queries["errors"] = ts.Query(language, "(ERROR) @e (MISSING) @e")
-    # spans + locals run as ONE query: one traversal of the tree instead of two
-    queries["structure"] = ts.Query(language, (folder / "spans.scm").read_text(encoding="utf-8") + "\n"
-                                    + (folder / "locals.scm").read_text(encoding="utf-8"))
+    # spans + locals run as ONE query: one traversal of the tree instead of two; its kind-only
+    # patterns are disabled there and answered by the walk
+    structure_src = ((folder / "spans.scm").read_text(encoding="utf-8") + "\n"
+                     + (folder / "locals.scm").read_text(encoding="utf-8"))
+    queries["structure"] = ts.Query(language, structure_src)
+    walk_kinds, kind_routes = _kind_only_patterns(language, queries["structure"], structure_src)
     lc = cfg["line_comment"]
     return Grammar(
         name=name,
@@ -148,7 +165,86 @@ def load_grammar(name: str) -> Grammar:
         language=language,
         queries=queries,
         needs_text=any("(#" in (folder / f"{qk}.scm").read_text(encoding="utf-8") for qk in QUERY_FILES),
+        walk_kinds=walk_kinds,
+        kind_routes=kind_routes,
     )
+
+
+# A pattern that names node kinds only: `(identifier) @c` or `[(integer) (float)] @c`.
+_KIND_ONLY = re.compile(r"(?:\((\w+)\)|\[((?:\s*\(\w+\))+)\s*\])\s*@([\w.]+)")
+_ROUTE_REF = len(kinds.SPAN_KINDS)  # row codes of the walk's captures: a span kind id, or these
+_ROUTE_MEMBER = _ROUTE_REF + 1
+
+
+def _strip_comments(src: str) -> str:
+    """A query pattern without its `;` comments (outside string literals), whitespace collapsed."""
+    out: list[str] = []
+    i, n, in_str = 0, len(src), False
+    while i < n:
+        c = src[i]
+        if in_str:
+            out.append(c)
+            if c == "\\" and i + 1 < n:
+                out.append(src[i + 1])
+                i += 1
+            elif c == '"':
+                in_str = False
+        elif c == '"':
+            in_str = True
+            out.append(c)
+        elif c == ";":
+            while i < n and src[i] != "\n":
+                i += 1
+            continue
+        else:
+            out.append(c)
+        i += 1
+    return " ".join("".join(out).split())
+
+
+def _kind_only_patterns(language: ts.Language, query: ts.Query, src: str) -> tuple[bytes, np.ndarray]:
+    """Disable in `query` the patterns that capture nodes by kind alone, and return the tables with
+    which :func:`parse`'s walk answers them (``walk_kinds``, ``kind_routes``, see Grammar).
+
+    A tree-sitter capture costs a Python Node object and two attribute reads (~0.7 us); the walk
+    visits every node anyway, and reads a node's kind for ~0.1 us. Only patterns whose captures
+    are used as sets are moved (``@span.*``, ``@local.reference``, ``@local.member``: the view
+    sorts spans, the resolver sorts identifiers), so row order may differ from the query's, the
+    rows may not. A kind qualifies if it is a visible, named, non-supertype kind of the language
+    (a supertype, ``(_)`` or an unknown name stays with the query)."""
+    data = src.encode("utf-8")  # pattern offsets are UTF-8 byte offsets
+    supertypes = set(language.supertypes)
+    named_ids: dict[str, list[int]] = {}  # visible named kinds by name
+    for k in range(language.node_kind_count):
+        if language.node_kind_is_named(k) and language.node_kind_is_visible(k):
+            named_ids.setdefault(language.node_kind_for_id(k), []).append(k)
+    routes: list[tuple[int, int]] = []  # (kind id, row code), once per capture the query would make
+    for i in range(query.pattern_count):
+        text = _strip_comments(data[query.start_byte_for_pattern(i) : query.end_byte_for_pattern(i)].decode("utf-8"))
+        m = _KIND_ONLY.fullmatch(text)
+        if not m:
+            continue
+        cap = m.group(3)
+        code = _SPAN_ID.get(cap, {"local.reference": _ROUTE_REF, "local.member": _ROUTE_MEMBER}.get(cap))
+        if code is None:
+            continue
+        names = [m.group(1)] if m.group(1) else re.findall(r"\((\w+)\)", m.group(2))
+        # a query matches a kind by NAME: every symbol of that name (aliases give one name several
+        # ids, e.g. JavaScript's `identifier`), so the walk must know all of them
+        ids = [k for nm in names for k in named_ids.get(nm, [None])]
+        if any(k is None or k in supertypes for k in ids):
+            continue
+        query.disable_pattern(i)
+        routes.extend((k, code) for k in ids)
+    per_kind: dict[int, list[int]] = {}
+    for k, code in routes:
+        per_kind.setdefault(k, []).append(code)
+    table = np.full((max(map(len, per_kind.values()), default=0), 1 << 16), -1, np.int64)
+    want = bytearray(1 << 16)
+    for k, codes in per_kind.items():
+        table[: len(codes), k] = codes
+        want[k] = 1
+    return bytes(want), table
 
 
 def _dist_version(cfg: dict) -> str:
@@ -228,6 +324,17 @@ def _rows(nodes: list, kind: int | None = None) -> np.ndarray:
     return out
 
 
+def _kind_rows(g: Grammar, starts: np.ndarray, ends: np.ndarray, kind_ids: np.ndarray) -> np.ndarray:
+    """(N, 3) start, end, row code of the captures of the kind-only patterns, from the walk's
+    nodes of those kinds: one row per (node, capture), as the query would have made."""
+    parts = []
+    for route in g.kind_routes:  # (65536,) row code of each kind, -1 for none
+        code = route[kind_ids]
+        hit = code >= 0
+        parts.append(np.column_stack([starts[hit], ends[hit], code[hit]]))
+    return np.concatenate(parts) if parts else np.zeros((0, 3), np.int64)
+
+
 def _stack(parts: list[np.ndarray], width: int) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros((0, width), np.int64)
 
@@ -273,24 +380,34 @@ def parse(lang: str, source: bytes, *, timeout_s: float | None = None, max_depth
     t1 = time.perf_counter()
     root = tree.root_node
 
-    # 2. iterative walk: leaves + depth (never recurse: 100k-deep trees exist in the wild)
-    starts: list[int] = []
-    ends: list[int] = []
+    # 2. iterative walk: leaves + depth (never recurse: 100k-deep trees exist in the wild), and the
+    # nodes of the kinds that kind-only patterns capture (g.walk_kinds)
+    want = g.walk_kinds
+    leaf_s: list[int] = []
+    leaf_e: list[int] = []
+    leaf_k: list[int] = []
+    node_s: list[int] = []
+    node_e: list[int] = []
+    node_k: list[int] = []
     cur = tree.walk()
     depth = deepest = 0
     while True:
+        node = cur.node
         if cur.goto_first_child():
+            k = node.kind_id
+            if want[k]:
+                node_s.append(node.start_byte)
+                node_e.append(node.end_byte)
+                node_k.append(k)
             depth += 1
             if depth > deepest:
                 deepest = depth
                 if deepest > max_depth:
                     raise SkipFile("too_deep", f"syntax tree depth > {max_depth}")
             continue
-        node = cur.node
-        s, e = node.start_byte, node.end_byte
-        if e > s:
-            starts.append(s)
-            ends.append(e)
+        leaf_s.append(node.start_byte)
+        leaf_e.append(node.end_byte)
+        leaf_k.append(node.kind_id)
         while not cur.goto_next_sibling():
             if not cur.goto_parent():
                 break
@@ -298,20 +415,28 @@ def parse(lang: str, source: bytes, *, timeout_s: float | None = None, max_depth
         else:
             continue
         break
-    leaves = np.stack([np.asarray(starts, np.int64), np.asarray(ends, np.int64)], axis=1)
+    ls, le, lk = (np.fromiter(x, np.int64, len(leaf_s)) for x in (leaf_s, leaf_e, leaf_k))
+    hit = np.frombuffer(want, np.uint8)[lk] != 0
+    kind_rows = _kind_rows(g, *(np.concatenate([a[hit], np.fromiter(b, np.int64, len(node_s))])
+                                for a, b in ((ls, node_s), (le, node_e), (lk, node_k))))
+    nonempty = le > ls
+    leaves = np.column_stack([ls[nonempty], le[nonempty]])
     t2 = time.perf_counter()
 
     # 3. error regions
     has_error = root.has_error
     errors: list = []
     if has_error:
-        errors = _ranges(ts.QueryCursor(g.queries["errors"]).captures(root).get("e", []))
+        # sorted: the order of these captures was seen to vary between runs of the same input
+        errors = sorted(_ranges(ts.QueryCursor(g.queries["errors"]).captures(root).get("e", [])))
 
     # 4. queries: route captures by name; offsets as flat int lists (no per-node tuples)
-    spans: list[np.ndarray] = []
+    code = kind_rows[:, 2]
+    spans: list[np.ndarray] = [kind_rows[code < _ROUTE_REF]]
     scopes: list[np.ndarray] = []
     defs: list[np.ndarray] = []
-    refs = members = None
+    refs_l: list[np.ndarray] = [kind_rows[code == _ROUTE_REF, :2]]
+    members_l: list[np.ndarray] = [kind_rows[code == _ROUTE_MEMBER, :2]]
     for name, nodes in ts.QueryCursor(g.queries["structure"]).captures(root).items():
         kind = _SPAN_ID.get(name)
         if kind is None:
@@ -320,17 +445,18 @@ def parse(lang: str, source: bytes, *, timeout_s: float | None = None, max_depth
                 kind = _DEF_KIND_ID.get(name)
                 if kind is None:
                     if name == "local.reference":
-                        refs = _rows(nodes)
+                        refs_l.append(_rows(nodes))
                     elif name == "local.member":
-                        members = _rows(nodes)
+                        members_l.append(_rows(nodes))
                     continue
                 defs.append(_rows(nodes, kind))
                 continue
             scopes.append(_rows(nodes, kind))
             continue
         spans.append(_rows(nodes, kind))
-    refs = np.zeros((0, 2), np.int64) if refs is None else refs
-    if members is not None and len(refs):
+    refs = np.concatenate(refs_l)
+    members = np.concatenate(members_l)
+    if len(members) and len(refs):
         refs = refs[~_isin_rows(refs, members)]
     tags = _tags(g, source, ts.QueryCursor(g.queries["tags"]).matches(root))
     t3 = time.perf_counter()
@@ -347,6 +473,14 @@ def parse(lang: str, source: bytes, *, timeout_s: float | None = None, max_depth
         tags=tags,
         timings={"parse": t1 - t0, "walk": t2 - t1, "query": t3 - t2},
     )
+
+
+def query_rows(lang: str, source: bytes, qk: str) -> dict[str, np.ndarray]:
+    """Capture name -> (N, 2) byte ranges of ``grammars/<lang>/<qk>.scm`` with every pattern run by
+    tree-sitter (none answered by the walk): the reference that :func:`parse` must match."""
+    g = load_grammar(lang)
+    root = _parser(lang).parse(source).root_node
+    return {name: _rows(nodes) for name, nodes in ts.QueryCursor(g.queries[qk]).captures(root).items()}
 
 
 def _tags(g: Grammar, source: bytes, matches) -> list[Tag]:

@@ -8,7 +8,8 @@ objectives work in token indices. All conversions are vectorised NumPy.
    ``len(text)``). Cost O(bytes) once per non-ASCII file.
 2. ``char_to_byte``: the inverse, from the cumulative UTF-8 length of each character.
 3. ``char_span_to_tokens``: token offsets from ``tokenizers`` (untrimmed, so they tile the text) ->
-   the smallest token range ``[t0, t1)`` covering a character range; by binary search.
+   the smallest token range ``[t0, t1)`` covering a character range; by binary search, or, for
+   many ranges of one file, by look-up in ``token_tables`` (counts per char offset, O(chars)).
 4. ``token_anchor``: the character a token "stands for": its first non-whitespace character (a
    byte-level BPE token such as ``" foo"`` carries the preceding space).
 
@@ -53,15 +54,36 @@ def char_to_byte(text: str, offsets: np.ndarray) -> np.ndarray:
     return cum[offsets]
 
 
-def char_span_to_tokens(tok_starts: np.ndarray, tok_ends: np.ndarray, start: np.ndarray, end: np.ndarray):
+def char_span_to_tokens(tok_starts: np.ndarray, tok_ends: np.ndarray, start: np.ndarray, end: np.ndarray,
+                        tables: tuple[np.ndarray, np.ndarray] | None = None):
     """Smallest token range [t0, t1) whose tokens overlap the char range [start, end).
 
     ``tok_starts``/``tok_ends`` must be sorted (they are for tokenizer offsets). An empty result
-    (t0 >= t1) means no token overlaps the range.
+    (t0 >= t1) means no token overlaps the range. With ``tables`` (:func:`token_tables` of the
+    same tokens) the binary searches become look-ups, same result.
     """
-    t0 = np.searchsorted(tok_ends, start, side="right")  # first token ending after `start`
-    t1 = np.searchsorted(tok_starts, end, side="left")  # tokens starting before `end`
+    if tables is None:
+        t0 = np.searchsorted(tok_ends, start, side="right")  # first token ending after `start`
+        t1 = np.searchsorted(tok_starts, end, side="left")  # tokens starting before `end`
+    else:
+        t0, t1 = tables[0][start], tables[1][end]
     return t0, np.where(np.asarray(end) > np.asarray(start), t1, t0)  # an empty range covers nothing
+
+
+def token_tables(tok_starts: np.ndarray, tok_ends: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per char offset c in [0, n]: (number of tokens ending at or before c, number of tokens
+    starting before c), i.e. ``searchsorted(tok_ends, c, "right")`` and
+    ``searchsorted(tok_starts, c, "left")`` for every c at once. O(n + T) once per file; a
+    look-up then costs a gather instead of a binary search over T tokens."""
+    ends_le = np.cumsum(np.bincount(tok_ends, minlength=n + 1))
+    starts_at = np.bincount(tok_starts, minlength=n + 1)
+    return ends_le, np.cumsum(starts_at) - starts_at
+
+
+def last_start_table(starts: np.ndarray, n: int) -> np.ndarray:
+    """Per char offset c in [0, n]: index of the last of the sorted `starts` at or before c, -1 if
+    none (``searchsorted(starts, c, "right") - 1`` for every c at once)."""
+    return np.cumsum(np.bincount(starts, minlength=n + 1)) - 1
 
 
 def token_anchor(text: str, tok_starts: np.ndarray, tok_ends: np.ndarray) -> np.ndarray:
@@ -71,10 +93,13 @@ def token_anchor(text: str, tok_starts: np.ndarray, tok_ends: np.ndarray) -> np.
     longer whitespace runs as tokens of their own, so checking the first two characters suffices.
     """
     n = len(text)
-    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
     ws = np.zeros(n + 1, dtype=bool)
-    ascii_ = codes < 128
-    ws[:n][ascii_] = _WHITESPACE[codes[ascii_]]
+    if text.isascii():  # one byte per char: no UTF-32 copy
+        ws[:n] = _WHITESPACE[np.frombuffer(text.encode("ascii"), dtype=np.uint8)]
+    else:
+        codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+        ascii_ = codes < 128
+        ws[:n][ascii_] = _WHITESPACE[codes[ascii_]]
     ws[n] = True
     s = np.asarray(tok_starts, dtype=np.int64)
     e = np.asarray(tok_ends, dtype=np.int64)

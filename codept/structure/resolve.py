@@ -21,13 +21,17 @@ Algorithm:
      is visible there, joins that binding.
   5. Unresolved references are "free" (globals, builtins, imports from elsewhere, attributes if the
      queries capture them): one binding per name per file, marked role ``free``.
-Cost: O((S + I) log) with a Python loop over identifiers (~1 us each).
+Cost: O((S + I) log), vectorised: steps 3-5 run on arrays, and the outward walk of step 4 moves
+all unresolved references one scope level per step (as many steps as scopes nest). Files with a
+"reuse" scope (Ruby) take the reference path, a Python loop over identifiers (~1 us each).
 Not covered: Python ``global``/``nonlocal``, Go's rule that ``x := x + 1`` sees the outer ``x`` on
 the right (we bind it to the new one), dynamic scoping (PHP ``$$x``, Ruby ``binding``), attributes
 and fields reached through an object (``self.x``) -- those need types, not scopes.
 """
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 
@@ -40,6 +44,9 @@ _M_DEFAULT, _M_HOISTED, _M_SEQ, _M_ISOLATED, _M_CLASS, _M_REUSE = (
 _ORDERED = {_M_SEQ, _M_REUSE}  # modes where a definition is visible only after its position
 _K_PARAMETER = kinds.DEF_KINDS.index("parameter")
 _PARENT_KINDS = {kinds.DEF_KINDS.index(k) for k in kinds.PARENT_BINDING_DEF_KINDS}
+# the same sets as boolean look-up tables (a def kind of -1, a reference, reads the last entry: False)
+_IS_PARENT_KIND = np.array([k in _PARENT_KINDS for k in range(len(kinds.DEF_KINDS))] + [False])
+_IS_ORDERED = np.array([m in _ORDERED for m in range(len(_MODES))])
 
 
 def resolve(
@@ -50,13 +57,17 @@ def resolve(
     ref_names: list,
     default_order: str,
     n: int,
+    *,
+    reference: bool = False,
 ):
     """Returns (idents (I, 4) int64 [start, end, role, binding], the name of every binding).
 
-    Names may be str or bytes (anything hashable); they are only compared.
+    Names may be str or bytes (anything hashable); they are only compared. Or both are int arrays of
+    name ids (equal id = equal name), and the names returned are ids too.
 
     `n` is the length of the file in the same unit as the offsets. Identifiers are sorted by start;
-    a range captured both as definition and reference is a definition (role def).
+    a range captured both as definition and reference is a definition (role def). Offsets must be
+    below 2**32. ``reference=True`` takes the one-identifier-at-a-time path (tests compare the two).
     """
     default_mode = _M_HOISTED if default_order == "hoisted" else _M_SEQ
     # -- 1. scope tree: root + scopes in (start, -end) order, duplicates merged ------------------
@@ -80,6 +91,100 @@ def resolve(
         parent[i] = stack[-1]
         stack.append(i)
 
+    if reference or _M_REUSE in s_mode:  # reuse: a def's binding depends on the bindings made before it
+        if isinstance(def_names, np.ndarray) and isinstance(ref_names, np.ndarray):
+            def_names, ref_names = def_names.tolist(), ref_names.tolist()
+        return _resolve_loop(s_start, s_end, s_mode, parent, defs, refs, def_names, ref_names)
+    return _resolve_arrays(s_start, s_end, np.asarray(s_mode, dtype=np.int64), parent, defs, refs, def_names,
+                           ref_names)
+
+
+def _resolve_arrays(s_start, s_end, s_mode, parent, defs, refs, def_names, ref_names):
+    """Steps 2-5 for scope trees without "reuse" scopes, vectorised: identical output to
+    :func:`_resolve_loop`. Names become integer ids (one dict look-up per identifier); a binding
+    is the pair (scope, name id), encoded as one int64."""
+    # -- identifiers: defs win over refs on the same range; of several defs, the first of a
+    # specific kind wins over plain @local.definition (kind 0), else the first one
+    if isinstance(def_names, np.ndarray) and isinstance(ref_names, np.ndarray):  # name ids already
+        name_id = np.concatenate([def_names, ref_names]).astype(np.int64)
+        n_names = int(name_id.max()) + 1 if len(name_id) else 1
+        all_names = None
+    else:
+        names_of: dict = {}
+        name_id = np.fromiter((names_of.setdefault(x, len(names_of)) for x in itertools.chain(def_names, ref_names)),
+                              dtype=np.int64, count=len(def_names) + len(ref_names))
+        n_names = max(len(names_of), 1)
+        all_names = list(names_of)
+    dkey = defs[:, 0] << 32 | defs[:, 1]
+    o = np.lexsort((np.arange(len(defs)), defs[:, 2] == 0, dkey))
+    o = o[np.concatenate([[True], dkey[o][1:] != dkey[o][:-1]])] if len(o) else o
+    rkey = refs[:, 0] << 32 | refs[:, 1]
+    rkeys, r_first = np.unique(rkey, return_index=True)
+    dk = dkey[o]  # sorted, unique
+    at = np.minimum(np.searchsorted(dk, rkeys), max(len(dk) - 1, 0))
+    r_only = (dk[at] != rkeys) if len(dk) else np.ones(len(rkeys), dtype=bool)
+    key = np.concatenate([dk, rkeys[r_only]])
+    if len(key) == 0:
+        return np.zeros((0, 4), np.int64), []
+    kind = np.concatenate([defs[o, 2], np.full(int(r_only.sum()), -1, np.int64)])
+    name = np.concatenate([name_id[o], name_id[len(defs) + r_first[r_only]]])
+    order = np.argsort(key, kind="stable")
+    key, kind, name = key[order], kind[order], name[order]
+    pos = np.column_stack([key >> 32, key & 0xFFFFFFFF])
+
+    # -- 2. innermost scope of every identifier (as in _resolve_loop)
+    inner = np.searchsorted(s_start, pos[:, 0], side="right") - 1
+    while True:
+        out_ = s_end[inner] < pos[:, 1]
+        if not out_.any():
+            break
+        inner[out_] = parent[inner[out_]]
+
+    # -- 3. definitions bind in their innermost scope, function/method/class names in its parent;
+    # the table holds each (scope, name)'s first definition start
+    is_def = kind >= 0
+    owner = inner.copy()
+    up = _IS_PARENT_KIND[kind] & (inner != 0)
+    owner[up] = parent[inner[up]]
+    tkey = owner[is_def] * n_names + name[is_def]
+    tkeys, t_first = np.unique(tkey, return_index=True)  # defs are in source order: first = earliest
+    tpos = pos[is_def, 0][t_first]
+
+    # -- 4. references walk outwards (all at once, one scope level per step)
+    bscope = np.where(is_def, owner, -1)
+    todo = np.flatnonzero(~is_def)
+    s = inner[todo]
+    first = True
+    while len(todo):
+        mode = s_mode[s]
+        want = s * n_names + name[todo]
+        if len(tkeys):
+            j = np.minimum(np.searchsorted(tkeys, want), len(tkeys) - 1)
+            hit = ((tkeys[j] == want) & (first | (mode != _M_CLASS))
+                   & (~_IS_ORDERED[mode] | (tpos[j] <= pos[todo, 0])))
+        else:
+            hit = np.zeros(len(todo), dtype=bool)
+        bscope[todo[hit]] = s[hit]
+        s = parent[s]
+        go = ~hit & (mode != _M_ISOLATED) & (s >= 0)
+        todo, s, first = todo[go], s[go], False
+
+    # -- 5. roles; dense binding ids in order of first appearance (free: one binding per name)
+    role = np.where(is_def, kinds.ROLE_DEF, np.where(bscope >= 0, kinds.ROLE_REF, kinds.ROLE_FREE))
+    bkey = (bscope + 1) * n_names + name
+    ukeys, u_first, inv = np.unique(bkey, return_index=True, return_inverse=True)
+    rank = np.empty(len(ukeys), dtype=np.int64)
+    by_first = np.argsort(u_first)
+    rank[by_first] = np.arange(len(ukeys))
+    names = (ukeys[by_first] % n_names).tolist()
+    if all_names is not None:
+        names = [all_names[i] for i in names]
+    return np.column_stack([pos, role, rank[inv.reshape(-1)]]), names
+
+
+def _resolve_loop(s_start, s_end, s_mode, parent, defs, refs, def_names, ref_names):
+    """Steps 2-5 one identifier at a time (the reference; needed for "reuse" scopes, where a
+    definition's binding depends on the definitions before it)."""
     # -- identifiers: defs win over refs on the same range -----------------------------------------
     items: dict[tuple[int, int], tuple[int, str]] = {}  # (start, end) -> (def kind or -1, name)
     for (st, en, k), name in zip(defs.tolist(), def_names):

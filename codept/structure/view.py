@@ -17,8 +17,10 @@ Building one (:func:`build_view`):
   1. :func:`codept.structure.grammar.parse` -> byte-offset arrays (leaves, spans, locals, tags);
   2. tokenize the text once (``tokenizers``, char offsets);
   3. convert every byte range to chars (one table per non-ASCII file), then to token ranges by
-     binary search (codept.structure.offsets);
-  4. resolve names (codept.structure.resolve) on byte offsets, then convert;
+     look-up in per-char count tables (codept.structure.offsets.token_tables: same result as a
+     binary search, O(chars) once per file);
+  4. resolve names (codept.structure.resolve) on byte offsets, then convert; names are compared as
+     integer ids (:func:`name_ids`: hashed byte rows, verified exactly);
   5. drop spans and identifiers that overlap a syntax error.
 A token range is the smallest run of tokens covering the node; a BPE token that straddles two nodes
 (``"):"``) belongs to both ranges. Cost: see benchmarks/bench_structure.py (last line: the ratio to
@@ -166,11 +168,44 @@ def tokenize(tokenizer, text: str) -> tuple[np.ndarray, np.ndarray]:
 def resolve_identifiers(parsed: grammar.ParsedFile, data: bytes, scope_order: str) -> tuple[np.ndarray, list[str]]:
     """(I, 4) int64 byte start, end, role, binding of every identifier of a parsed file, and the
     name of every binding. Names are compared as raw bytes and decoded once per binding."""
-    def_names = [data[s:e] for s, e in parsed.defs[:, :2].tolist()]
-    ref_names = [data[s:e] for s, e in parsed.refs.tolist()]
-    idents, names = resolve.resolve(parsed.scopes, parsed.defs, parsed.refs, def_names, ref_names, scope_order,
-                                    len(data))
-    return idents, [n.decode("utf-8", "replace") for n in names]
+    ranges = np.concatenate([parsed.defs[:, :2], parsed.refs])
+    name_id, first = name_ids(data, ranges)
+    n_defs = len(parsed.defs)
+    idents, names = resolve.resolve(parsed.scopes, parsed.defs, parsed.refs, name_id[:n_defs], name_id[n_defs:],
+                                    scope_order, len(data))
+    return idents, [data[s:e].decode("utf-8", "replace") for s, e in ranges[first[names]].tolist()]
+
+
+# odd 64-bit multipliers of the name hash (any fixed odd values do: equality is verified exactly)
+_HASH_MUL = (np.random.default_rng(0).integers(0, 1 << 62, size=33, dtype=np.int64).astype(np.uint64) << 1) | 1
+
+
+def name_ids(data: bytes, ranges: np.ndarray, max_len: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """(N,) int64 id of the bytes of each range of `data` (N, 2), equal ids iff equal bytes, and (U,)
+    the index of one range per id. Vectorised: the ranges' bytes as rows of 8-byte words, one
+    64-bit hash per row, then a check that the rows of each hash are identical; a hash collision,
+    or a range longer than `max_len`, falls back to a dict over the byte strings."""
+    n = len(ranges)
+    length = ranges[:, 1] - ranges[:, 0]
+    width = int(length.max()) if n else 0
+    if 0 < width <= max_len:
+        n_words = (width + 7) // 8
+        cols = np.arange(8 * n_words)
+        buf = np.frombuffer(data + bytes(8 * n_words), dtype=np.uint8)
+        rows = buf[ranges[:, :1] + cols]  # (N, 8 * n_words)
+        rows[cols >= length[:, None]] = 0
+        words = rows.view(np.uint64)  # (N, n_words)
+        h = (words * _HASH_MUL[:n_words]).sum(axis=1, dtype=np.uint64) + length.astype(np.uint64) * _HASH_MUL[-1]
+        _, first, inv = np.unique(h, return_index=True, return_inverse=True)
+        inv = inv.reshape(-1)
+        rep = first[inv]
+        if np.array_equal(words[rep], words) and np.array_equal(length[rep], length):
+            return inv.astype(np.int64), first
+    ids: dict[bytes, int] = {}
+    out = np.fromiter((ids.setdefault(data[s:e], len(ids)) for s, e in ranges.tolist()), dtype=np.int64, count=n)
+    first = np.full(len(ids), n, dtype=np.int64)
+    np.minimum.at(first, out, np.arange(n))
+    return out, first
 
 
 def build_view(path: str, lang: str, text: str, tokenizer, *, timeout_s: float | None = None,
@@ -187,14 +222,16 @@ def build_view(path: str, lang: str, text: str, tokenizer, *, timeout_s: float |
     # 3. byte -> char -> token
     table = offsets.byte_to_char_table(data)
 
+    tables = offsets.token_tables(ts_, te_, len(text))
+
     def to_tokens(byte_ranges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         c0 = offsets.byte_to_char(byte_ranges[:, 0], table)
         c1 = offsets.byte_to_char(byte_ranges[:, 1], table)
-        return offsets.char_span_to_tokens(ts_, te_, c0, c1)
+        return offsets.char_span_to_tokens(ts_, te_, c0, c1, tables)
 
     leaves_c = offsets.byte_to_char(parsed.leaves.reshape(-1), table).reshape(-1, 2)
     anchor = offsets.token_anchor(text, ts_, te_)
-    li = np.searchsorted(leaves_c[:, 0], anchor, side="right") - 1
+    li = np.where(anchor >= 0, offsets.last_start_table(leaves_c[:, 0], len(text))[anchor], -1)
     ok = (anchor >= 0) & (li >= 0)
     ok[ok] &= anchor[ok] < leaves_c[li[ok], 1]
     leaf = np.where(ok, li, -1).astype(np.int32)
@@ -205,11 +242,14 @@ def build_view(path: str, lang: str, text: str, tokenizer, *, timeout_s: float |
     # spans: drop those touching an error, empty ones and duplicates
     sp = parsed.spans[~_overlaps_any(parsed.spans, errors)]
     t0, t1 = to_tokens(sp)
-    spans = np.stack([t0, t1, sp[:, 2]], axis=1)
-    spans = spans[t1 > t0]
-    if len(spans):  # sort by (start, -end, kind), drop duplicates
-        spans = spans[np.lexsort((spans[:, 2], -spans[:, 1], spans[:, 0]))]
-        spans = spans[np.concatenate([[True], np.any(spans[1:] != spans[:-1], axis=1)])]
+    # sort by (start, -end, kind), drop duplicates: one int64 key per span (below 2**63 for any file
+    # under 2**28 tokens): one sort
+    ne = t1 > t0
+    n_tok, n_kinds = len(ids) + 1, len(kinds.SPAN_KINDS)
+    key = np.sort((t0[ne] * n_tok + (n_tok - 1 - t1[ne])) * n_kinds + sp[ne, 2])
+    key = key[np.concatenate([[True], key[1:] != key[:-1]])] if len(key) else key
+    rest = key // n_kinds
+    spans = np.stack([rest // n_tok, n_tok - 1 - rest % n_tok, key % n_kinds], axis=1)
 
     # 4. identifiers: resolve on bytes (positions comparable), then convert. Every identifier of a
     # binding has the binding's name, so names come per binding, never decoded per identifier.
