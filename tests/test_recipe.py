@@ -15,7 +15,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ["model.layers=1", "model.hidden=64", "model.heads=2", "model.intermediate=128", "seq_len=128",
-        "schedule=constant", "warmup_steps=2", "save_every=3", "log_every=1"]
+        "schedule=constant", "warmup_steps=2", "save_every=3", "log_every=1",
+        # every objective and head of the recipe (contrastive negatives across ranks included), and
+        # 2 micro-steps per step per rank (gradient accumulation)
+        "data.mixture=mlm:1,syntax_span:1,code_doc:40", "micro_batch_rows=4"]
 
 
 def _port() -> int:
