@@ -99,6 +99,17 @@ def resolve(
                            ref_names)
 
 
+def _innermost(s_start, s_end, parent, pos: np.ndarray) -> np.ndarray:
+    """Innermost scope of every (start, end) row of `pos`: the last scope starting at or before it,
+    or the nearest ancestor of that one which still contains it (a few vectorised steps up the tree)."""
+    inner = np.searchsorted(s_start, pos[:, 0], side="right") - 1
+    while True:
+        out_ = s_end[inner] < pos[:, 1]
+        if not out_.any():
+            return inner
+        inner[out_] = parent[inner[out_]]
+
+
 def _resolve_arrays(s_start, s_end, s_mode, parent, defs, refs, def_names, ref_names):
     """Steps 2-5 for scope trees without "reuse" scopes, vectorised: identical output to
     :func:`_resolve_loop`. Names become integer ids (one dict look-up per identifier); a binding
@@ -133,12 +144,7 @@ def _resolve_arrays(s_start, s_end, s_mode, parent, defs, refs, def_names, ref_n
     pos = np.column_stack([key >> 32, key & 0xFFFFFFFF])
 
     # -- 2. innermost scope of every identifier (as in _resolve_loop)
-    inner = np.searchsorted(s_start, pos[:, 0], side="right") - 1
-    while True:
-        out_ = s_end[inner] < pos[:, 1]
-        if not out_.any():
-            break
-        inner[out_] = parent[inner[out_]]
+    inner = _innermost(s_start, s_end, parent, pos)
 
     # -- 3. definitions bind in their innermost scope, function/method/class names in its parent;
     # the table holds each (scope, name)'s first definition start
@@ -198,14 +204,8 @@ def _resolve_loop(s_start, s_end, s_mode, parent, defs, refs, def_names, ref_nam
         return np.zeros((0, 4), np.int64), []
     pos = np.asarray(keys, dtype=np.int64)
 
-    # -- 2. innermost scope of every identifier: the last scope starting at or before it, or the
-    # nearest ancestor of that one which still contains it (a few vectorised steps up the tree)
-    inner = np.searchsorted(s_start, pos[:, 0], side="right") - 1
-    while True:
-        out_ = s_end[inner] < pos[:, 1]
-        if not out_.any():
-            break
-        inner[out_] = parent[inner[out_]]
+    # -- 2. innermost scope of every identifier
+    inner = _innermost(s_start, s_end, parent, pos)
     parent_l = parent.tolist()
     inner_l = inner.tolist()
 
