@@ -235,7 +235,11 @@ class ContrastiveHead(nn.Module):
         if temperature <= 0:
             raise ValueError(f"temperature={temperature} must be > 0")
         self.label, self.field, self.temperature, self.gather = label, f"scalar.{label}", temperature, gather
-        self.always_forward = gather
+
+    @property
+    def always_forward(self) -> bool:
+        """Gathering is a collective: Pretrainer runs the head on every micro-batch, pairs or not."""
+        return self.gather
 
     def count(self, batch: dict) -> int:
         """Pairs with both sides in the batch (what forward's n_valid will be), from the batch alone."""
