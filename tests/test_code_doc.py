@@ -156,7 +156,7 @@ def test_python_doc_side_is_the_docstring_and_code_side_lacks_it(byte_tok):
     """byte-level tokens (one per byte): exact text. The doc side evaluates to the function's
     docstring; the code side is the definition from `def` with exactly the docstring removed."""
     vocab = Vocab.from_tokenizer(byte_tok)
-    obj = build("code_doc", vocab, max_doc_tokens=BIG, max_code_tokens=BIG)
+    obj = build("code_doc", vocab, max_doc_tokens=BIG, max_code_tokens=BIG, doc="raw")
     views = [v for v in stdlib_views(byte_tok, 100, 130, min_size=6000) if v.text.isascii()][:4]
     assert len(views) >= 3
     seen = 0
@@ -186,7 +186,7 @@ def test_python_doc_side_is_the_docstring_and_code_side_lacks_it(byte_tok):
 
 def test_python_with_a_real_bpe_and_cuts(small_tok):
     vocab = Vocab.from_tokenizer(small_tok)
-    obj = build("code_doc", vocab)  # defaults: 32 doc tokens, 128 code tokens
+    obj = build("code_doc", vocab, doc="raw")  # defaults: 32 doc tokens, 128 code tokens
     cfg = code_doc.Config()
     views = stdlib_views(small_tok, 300, 330)
     n = 0
@@ -215,7 +215,7 @@ def test_python_with_a_real_bpe_and_cuts(small_tok):
 ])
 def test_brace_language_doc_precedes_the_definition(byte_tok, lang, fixture, name, doc_words, code_start):
     v = fixture_view(lang, fixture, byte_tok)
-    obj = build("code_doc", Vocab.from_tokenizer(byte_tok), max_doc_tokens=BIG, max_code_tokens=BIG)
+    obj = build("code_doc", Vocab.from_tokenizer(byte_tok), max_doc_tokens=BIG, max_code_tokens=BIG, doc="raw")
     pairs = {}
     for seed in range(60):
         doc_ids, code_ids = sides(obj(v, np.random.default_rng(seed)))
@@ -229,6 +229,96 @@ def test_brace_language_doc_precedes_the_definition(byte_tok, lang, fixture, nam
     assert code.strip().startswith(code_start.strip()) and code.rstrip().endswith("}")
     assert doc_words.split("\n")[0] not in code
     assert not any("Shapes and their areas" in d or "Point is a position" in d for d in pairs)  # classes
+
+
+SUMMARY_SRC = '''def best(x):
+    r"""Return the "best" value of
+    x, e.g. the largest one.
+
+    More text that is not the summary.
+    """
+    return x
+
+
+def glue(y):
+    """Compute glue over two lines. Then a second sentence."""
+    return y
+
+
+def doctest_only(z):
+    """
+    >>> doctest_only(1)
+    1
+    """
+    return z
+
+
+def marks(w):
+    """'Quoted' start!"""
+    return w
+'''
+
+
+def summaries(obj, view) -> dict[str, str]:
+    """function name -> decoded doc side, over enough draws to pick every candidate."""
+    out = {}
+    for seed in range(80):
+        e = obj(view, np.random.default_rng(seed))
+        if e is not None:
+            doc, code = sides(e)
+            out[re.match(r"\s*def\s+(\w+)", decode(obj.tok, code)).group(1)] = decode(obj.tok, doc)
+    return out
+
+
+@pytest.mark.parametrize("tok_name", ["small_tok", "default_tok"])
+def test_summary_doc_side_is_the_first_sentence_without_markers(request, tok_name):
+    """doc="summary" (the default): from the first word to the first sentence break, quotes and
+    string prefixes dropped, a doctest-only doc gives no pair; "raw" keeps the literal."""
+    tok = request.getfixturevalue(tok_name)
+    view = build_view("s.py", "python", SUMMARY_SRC, tok)
+    obj = build("code_doc", Vocab.from_tokenizer(tok))
+    obj.tok = tok
+    got = {k: " ".join(v.split()) for k, v in summaries(obj, view).items()}
+    assert got == {"best": 'Return the "best" value of x, e.g. the largest one.',
+                   "glue": "Compute glue over two lines.",
+                   "marks": "Quoted' start!"} or got["marks"] == "'Quoted' start!"
+    raw = build("code_doc", Vocab.from_tokenizer(tok), doc="raw")
+    raw.tok = tok
+    assert summaries(raw, view)["doctest_only"].strip().startswith('"""')
+    with pytest.raises(ValueError, match="doc="):
+        build("code_doc", Vocab.from_tokenizer(tok), doc="first_line")
+
+
+@pytest.mark.parametrize("lang,fixture,expected", [
+    ("java", "spans.java", "Builds a shape."),
+    ("go", "scopes.go", "doubles n."),  # Go's leading function name is dropped, as the probe's queries do
+])
+def test_summary_of_brace_language_docs(small_tok, lang, fixture, expected):
+    v = fixture_view(lang, fixture, small_tok)
+    obj = build("code_doc", Vocab.from_tokenizer(small_tok))
+    docs = {" ".join(decode(small_tok, sides(obj(v, np.random.default_rng(s)))[0]).split()) for s in range(60)}
+    assert expected in docs
+    assert not any(d.startswith(("/", "*")) for d in docs)
+
+
+def test_summary_agrees_with_the_probe_queries_on_the_stdlib(small_tok):
+    """The training doc side and the probe's query (codept.probe.build.clean_query, an independent
+    string-level cleaner) agree word for word on most stdlib docstrings."""
+    from codept.objectives.code_doc import summary_tokens
+    from codept.probe.build import clean_query, normalize_query
+
+    n = same = 0
+    for v in stdlib_views(small_tok, 350, 380):
+        off = v.offsets.reshape(-1, 2)
+        for k, s, e, ns, ne, ds, de in v.functions.reshape(-1, 7).tolist():
+            if ds < 0 or k not in (0, 1):
+                continue
+            name = v.text[off[ns, 0]: off[ne - 1, 1]].strip()
+            query = clean_query(v.text[off[ds, 0]: off[de - 1, 1]], "python", name)
+            ours = decode(small_tok, v.input_ids[summary_tokens(v.text, off, ds, de, name)])
+            n += 1
+            same += normalize_query(ours) == normalize_query(query)
+    assert n >= 200 and same / n >= 0.8, (n, same / n)
 
 
 def test_views_without_docs_give_none_and_the_stream_drops_them(small_tok):

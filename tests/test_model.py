@@ -144,3 +144,24 @@ def test_presets_and_config():
         T.tiny(attention="fast")
     m = T.Transformer(T.tiny())
     assert m.flops_per_token(128) > 6 * m.num_parameters(embeddings=False)
+
+
+def test_zero_residual_init_starts_as_the_identity_and_trains(batch):
+    """residual_init="zero": every block's output projections start at 0, so the encoder's output is
+    the embedding layer's (a bag of token + position vectors); one optimizer step makes them non-zero."""
+    torch.manual_seed(0)
+    m = T.Transformer(T.tiny(residual_init="zero")).eval()
+    emb = m.embed(batch["input_ids"], batch["positions"])
+    torch.testing.assert_close(m.encode(batch), emb, rtol=0, atol=1e-6)
+    for block in m.blocks:
+        assert not block.attn.out.weight.any() and not block.down.weight.any()
+        assert block.attn.q.weight.abs().sum() > 0 and block.up.weight.abs().sum() > 0  # the rest: BERT's init
+    m.train()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
+    real = batch["segment_ids"] != 0
+    m.encode(batch)[real][:, 0].sum().backward()  # any loss that depends on the hidden states
+    opt.step()
+    assert all(block.attn.out.weight.any() and block.down.weight.any() for block in m.blocks)
+    assert not torch.allclose(m.eval().encode(batch), emb)
+    with pytest.raises(ValueError, match="residual_init"):
+        T.tiny(residual_init="fixup")

@@ -291,3 +291,15 @@ def test_cli_writes_results_and_compare(tmp_path, pairs50):
     assert any(x.startswith("| bm25 |") for x in lines)
     assert any(x.startswith("| random-tiny-s0 |") and "| - |" in x for x in lines)
     assert R.main(_args(model="bm25", probe=tmp_path / "nothing")) == 2
+
+
+def test_random_baseline_cache_key_follows_the_preset(monkeypatch):
+    """A cached random-init baseline is never served for another model config (e.g. another init)."""
+    from codept.probe.defaults import _spec_key
+
+    before = _spec_key("random")
+    assert before.startswith("random-") and before != _spec_key("random:tiny")
+    assert _spec_key("bm25") == "bm25"
+    other = T.debug_cpu(residual_init="normal" if T.debug_cpu().residual_init == "zero" else "zero")
+    monkeypatch.setitem(T.PRESETS, "debug_cpu", lambda **kw: T.configure(other, **kw))
+    assert _spec_key("random") != before

@@ -39,12 +39,14 @@ import torch.utils.checkpoint
 from torch import nn
 
 ATTENTION_PATHS = ("reference", "sdpa", "flex")
+RESIDUAL_INITS = ("normal", "zero")
 
 
 @dataclass(frozen=True)
 class ModelConfig:
     """Shape and behaviour of a :class:`Transformer`; every field maps onto a transformers.BertConfig
-    field (codept.model.hf) except ``causal``, ``attention`` and ``checkpointing``."""
+    field (codept.model.hf) except ``causal``, ``attention``, ``checkpointing`` and ``residual_init``
+    (an initialisation choice: the weights it produces export like any others)."""
 
     vocab_size: int = 16384  # token ids [0, vocab_size); >= the tokenizer's size (BertConfig.vocab_size)
     hidden: int = 768  # C, model width (hidden_size)
@@ -57,6 +59,8 @@ class ModelConfig:
     attention_dropout: float = 0.1  # on attention probabilities (attention_probs_dropout_prob)
     layer_norm_eps: float = 1e-12  # every LayerNorm (layer_norm_eps)
     init_std: float = 0.02  # normal init of linear and embedding weights (initializer_range)
+    residual_init: str = "normal"  # "normal" (BERT) | "zero": each block's attention-output and MLP-down
+    #                                weights start at 0, so every block is the identity at init
     pad_id: int = 0  # the tokenizer's padding id (pad_token_id); never attended to (segment 0)
     causal: bool = False  # what a batch WITHOUT `prefix` means: False = bidirectional, True = causal.
     #                       A batch prefix always wins: the one rule, not the config, decides.
@@ -69,6 +73,8 @@ class ModelConfig:
                 raise ValueError(f"ModelConfig.{name}={getattr(self, name)} must be >= 1")
         if self.hidden % self.heads:
             raise ValueError(f"hidden={self.hidden} is not divisible by heads={self.heads}")
+        if self.residual_init not in RESIDUAL_INITS:
+            raise ValueError(f"residual_init={self.residual_init!r}: expected one of {RESIDUAL_INITS}")
         if self.attention not in ATTENTION_PATHS:
             raise ValueError(f"attention={self.attention!r}: expected one of {ATTENTION_PATHS}")
         for name in ("dropout", "attention_dropout"):
@@ -94,8 +100,15 @@ def tiny(**overrides) -> ModelConfig:
 
 
 def debug_cpu(**overrides) -> ModelConfig:
-    """A few CPU minutes with a falling loss: ~7.4 M parameters at vocab 16384 (4.2 M of them embeddings)."""
-    base = ModelConfig(vocab_size=16384, hidden=256, layers=4, heads=4, intermediate=1024, max_positions=512)
+    """A few CPU minutes with a falling loss: ~7.4 M parameters at vocab 16384 (4.2 M of them embeddings).
+
+    Zero residual init: at init the encoder is a bag of token + position vectors, and a few hundred
+    code_doc steps from there keep matching words across projects. Measured (code_doc, one
+    process, 16 rows of 256, 200 steps, networkx / in-domain MRR, full protocol): BERT init 0.067 /
+    0.173, zero init 0.086 / 0.181 (seed 0) and 0.087 / 0.164 (seed 1); untrained: 0.064 / 0.061
+    and 0.071 / 0.069. The larger presets keep BERT's init (not measured)."""
+    base = ModelConfig(vocab_size=16384, hidden=256, layers=4, heads=4, intermediate=1024, max_positions=512,
+                       residual_init="zero")
     return configure(base, **overrides)
 
 
@@ -239,6 +252,10 @@ class Transformer(nn.Module):
         self.embed = Embeddings(cfg)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
         self.apply(self._init)
+        if cfg.residual_init == "zero":
+            for block in self.blocks:
+                nn.init.zeros_(block.attn.out.weight)
+                nn.init.zeros_(block.down.weight)
 
     def _init(self, m: nn.Module) -> None:  # BERT's initialisation
         if isinstance(m, (nn.Linear, nn.Embedding)):

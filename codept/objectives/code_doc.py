@@ -4,8 +4,13 @@
    methods by default) that have a doc and keep at least one token of code once the doc is removed.
    None when there is no candidate (the stream drops None: codept.data.stream.PackedStream).
 2. Pick one uniformly with the rng.
-3. Part 0 = the doc's tokens as written (quotes / comment markers included), cut to its first
-   ``max_doc_tokens``; part 1 = the definition's tokens without the doc's tokens (Python: the
+3. Part 0 = the doc side, cut to its first ``max_doc_tokens``. ``doc="summary"`` (default): the
+   doc's tokens that overlap its first sentence (:func:`summary_tokens`: from the first word
+   character to the first sentence or paragraph break of codept.text.segment, a leading repeat of
+   the function's name dropped as Go writes it), without the tokens made only of whitespace, quotes
+   and comment markers: what a code-search query looks like (codept.probe.build.clean_query).
+   ``doc="raw"``: every token of the doc as written (quotes / comment markers included). Part 1 =
+   the definition's tokens without the doc's tokens (Python: the
    docstring inside the body; brace languages: the doc precedes the definition, nothing to remove),
    cut to its first ``max_code_tokens``. A BPE token straddling the doc's edge belongs to the doc.
 4. One multi-part Example (codept.data.example ``parts``): packing keeps both parts in one row as
@@ -15,9 +20,12 @@
    ~ n^2 / 2^63.
 5. Optional MLM on the code part (``mlm_rate`` > 0: select.random_tokens + render.bert_80_10_10,
    labels ``mlm``, IGNORE on the doc part). Off by default: no ``mlm`` labels at all.
-Cost: O(F + T_def) per document. Not covered: the whitespace the removed docstring leaves behind
-(an empty line stays in the code); negatives beyond the micro-step of all ranks (the head's limit);
-doc text cleaning (markers are kept, the model sees the doc as the source writes it). The 32 / 128
+Cost: O(F + T_def) per document, plus one regex pass over the picked doc's text for "summary".
+Not covered: the whitespace the removed docstring leaves behind (an empty line stays in the code);
+negatives beyond the micro-step of all ranks (the head's limit); inline markup inside the summary
+(``:func:`x```, ``{@link X}``, HTML tags stay as tokens); a doc whose first sentence is a
+signature line. "summary" against "raw" was measured (single process, 16 rows of 256, 200 steps,
+zero residual init, full protocol): in-domain 0.193 vs 0.181, networkx 0.095 vs 0.086. The 32 / 128
 token cuts were measured: against 64 / 192, more pairs fit a row (more in-batch negatives) and a
 200-step code_doc-only run scored higher on both default probes (cheap protocol, in-domain 0.19 vs
 0.14, networkx 0.14 vs 0.13; random 0.08 / 0.13). Packing must use
@@ -26,6 +34,7 @@ seq_len >= max_doc_tokens + max_code_tokens or the code side is truncated (codep
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,13 +42,19 @@ import numpy as np
 from codept.data.example import IGNORE, Example
 from codept.objectives import render, select
 from codept.structure.kinds import DEFINITION_KINDS
+from codept.text.segment import sentence_breaks
 
 PID_BITS = 62  # 2 * pid + 1 < 2**63: the pair keys fit int64
+DOC_MODES = ("summary", "raw")
+_WORD = re.compile(r"\w")
+_MARKER_ONLY = re.compile(r"[\s*/#'\"`]*")  # whitespace, quotes and comment markers only
+_STRING_PREFIX = re.compile(r"\s*[rRbBuU]{1,2}(?=[\"'])")  # r\"\"\"...: the prefix is not a word
 
 
 @dataclass(frozen=True)
 class Config:
-    max_doc_tokens: int = 32  # doc side: its first tokens (the summary sentence, what a query looks like)
+    max_doc_tokens: int = 32  # doc side: at most this many tokens
+    doc: str = "summary"  # "summary": the doc's first sentence without markers | "raw": the doc as written
     max_code_tokens: int = 128  # code side: the definition's first tokens (signature first)
     mlm_rate: float = 0.0  # share of code-side tokens masked for the mlm head; 0 = no mlm labels
     kinds: tuple[str, ...] = ("function", "method")  # DEFINITION_KINDS eligible ("class" too if wanted)
@@ -48,6 +63,8 @@ class Config:
         if self.max_doc_tokens < 1 or self.max_code_tokens < 1:
             raise ValueError(f"max_doc_tokens={self.max_doc_tokens}, max_code_tokens={self.max_code_tokens}: "
                              "both must be >= 1")
+        if self.doc not in DOC_MODES:
+            raise ValueError(f"code_doc doc={self.doc!r}: expected one of {DOC_MODES}")
         if not 0.0 <= self.mlm_rate <= 1.0:
             raise ValueError(f"mlm_rate={self.mlm_rate} must be in [0, 1]")
         unknown = [k for k in self.kinds if k not in DEFINITION_KINDS]
@@ -65,6 +82,39 @@ def candidates(functions: np.ndarray, kind_ids: np.ndarray) -> np.ndarray:
     return np.flatnonzero(ok)
 
 
+def summary_tokens(text: str, offsets: np.ndarray, ds: int, de: int, name: str = "") -> np.ndarray:
+    """Token indices (K,) int64 in [ds, de) of the doc's summary: the tokens overlapping the chars
+    from the doc's first word character to its first sentence break (codept.text.segment, paragraph
+    breaks included), minus the tokens made only of whitespace, quotes and comment markers that
+    hold a newline, open a line, or open or close the doc (inside a line they stay: 'the "call"
+    list'). A leading `name` (the documented function's name: "// Foo returns ...") is skipped.
+    Empty when the doc has no word character or opens with a doctest (``>>>``)."""
+    off = np.asarray(offsets).reshape(-1, 2)
+    c0, c1 = int(off[ds, 0]), int(off[de - 1, 1])
+    doc = text[c0:c1]
+    prefix = _STRING_PREFIX.match(doc)
+    m = _WORD.search(doc, prefix.end() if prefix else 0)
+    if m is None or ">>>" in doc[: m.start()]:  # no words, or a doc that opens with a doctest
+        return np.zeros(0, dtype=np.int64)
+    start = m.start()
+    if name and doc.startswith(name, start) and doc[start + len(name): start + len(name) + 1].isspace():
+        start += len(name) + 1
+    breaks = sentence_breaks(doc[start:])
+    end = start + (int(breaks[0]) if len(breaks) else len(doc) - start)
+    o = off[ds:de] - c0
+    idx = ds + np.flatnonzero((o[:, 1] > start) & (o[:, 0] < end))
+    keep = []
+    for i in idx.tolist():
+        a, b = int(off[i, 0]), int(off[i, 1])
+        if _MARKER_ONLY.fullmatch(text, a, b):
+            tok = text[a:b]
+            line_start = text.rfind("\n", 0, a) + 1
+            if "\n" in tok or a < c0 + start or b >= c1 or not text[max(line_start, c0 + start):a].strip():
+                continue  # blank, opening / closing quotes, or a line's comment marker
+        keep.append(i)
+    return np.asarray(keep, dtype=np.int64)
+
+
 def build(vocab: render.Vocab, cfg: Config = Config()):
     kind_ids = np.array([DEFINITION_KINDS.index(k) for k in cfg.kinds], dtype=np.int64)
 
@@ -73,10 +123,17 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         cand = candidates(funcs, kind_ids)
         if len(cand) == 0:
             return None
-        _, s, e, _, _, ds, de = (int(x) for x in funcs[cand[rng.integers(len(cand))]])
+        _, s, e, ns, ne, ds, de = (int(x) for x in funcs[cand[rng.integers(len(cand))]])
         pid = int(rng.integers(0, 2**PID_BITS, dtype=np.int64))
         ids = np.asarray(view.input_ids)
-        doc = ids[ds:de][: cfg.max_doc_tokens]
+        if cfg.doc == "summary":
+            off = np.asarray(view.offsets).reshape(-1, 2)
+            name = view.text[off[ns, 0]: off[ne - 1, 1]].strip() if ne > ns else ""
+            doc = ids[summary_tokens(view.text, off, ds, de, name)][: cfg.max_doc_tokens]
+            if len(doc) == 0:
+                return None  # a doc without a word: no pair (the stream drops None)
+        else:
+            doc = ids[ds:de][: cfg.max_doc_tokens]
         keep = np.ones(e - s, dtype=bool)
         keep[max(ds, s) - s : max(min(de, e) - s, 0)] = False  # the doc's tokens inside the definition
         code = ids[s:e][keep][: cfg.max_code_tokens]

@@ -113,11 +113,24 @@ def default_probes(views, views_key: str, views_out: str, cfg: ProbeConfig, prog
     return probes
 
 
+def _spec_key(spec: str) -> str:
+    """The cache name of a baseline spec. A random-init encoder is keyed by its preset's whole
+    ModelConfig too: change the preset (e.g. its init) and the baseline is scored again."""
+    key = spec.replace(":", "_")
+    if spec == "random" or spec.startswith("random:"):
+        from codept.model import transformer as T
+
+        preset = spec.split(":")[1] if ":" in spec else "debug_cpu"
+        if preset in T.PRESETS:
+            key += "-" + hashlib.sha256(repr(T.PRESETS[preset]()).encode()).hexdigest()[:12]
+    return key
+
+
 def baseline(probe_dir: Path, spec: str, cfg: ProbeConfig) -> dict:
     """results.json of ``spec`` ("bm25", "random", any --model value) on a probe, computed once."""
     from codept.probe.run import build_scorer, run_probe, write_results
 
-    out = Path(probe_dir) / "results" / f"baseline-{spec.replace(':', '_')}-q{cfg.final_queries}-p{cfg.pool}"
+    out = Path(probe_dir) / "results" / f"baseline-{_spec_key(spec)}-q{cfg.final_queries}-p{cfg.pool}"
     f = out / "results.json"
     if f.is_file():
         return json.loads(f.read_text())
