@@ -344,4 +344,4 @@ class _Log:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    E.exit_process(main(sys.argv[1:]))  # after E.shutdown(): no interpreter teardown (engine.exit_process)

@@ -208,4 +208,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    from codept.train import engine as E
+
+    E.exit_process(code)
