@@ -7,8 +7,10 @@
 3. Part 0 = the doc side, cut to its first ``max_doc_tokens``. ``doc="summary"`` (default): the
    doc's tokens that overlap its first sentence (:func:`summary_tokens`: from the first word
    character to the first sentence or paragraph break of codept.text.segment, a leading repeat of
-   the function's name dropped as Go writes it), without the tokens made only of whitespace, quotes
-   and comment markers: what a code-search query looks like (codept.probe.build.clean_query).
+   the function's name dropped as Go writes it), without the whitespace / quote / comment-marker
+   tokens that hold a newline, open a line or open or close the doc: what a code-search query looks
+   like (codept.probe.build.clean_query). No pair (None) when the picked doc has no word or opens
+   with a doctest.
    ``doc="raw"``: every token of the doc as written (quotes / comment markers included). Part 1 =
    the definition's tokens without the doc's tokens (Python: the
    docstring inside the body; brace languages: the doc precedes the definition, nothing to remove),
