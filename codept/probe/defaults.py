@@ -120,7 +120,7 @@ def _spec_key(spec: str) -> str:
     if spec == "random" or spec.startswith("random:"):
         from codept.model import transformer as T
 
-        preset = spec.split(":")[1] if ":" in spec else "debug_cpu"
+        preset = spec.split(":", 1)[1] if ":" in spec else "debug_cpu"  # as build_scorer reads it
         if preset in T.PRESETS:
             key += "-" + hashlib.sha256(repr(T.PRESETS[preset]()).encode()).hexdigest()[:12]
     return key
