@@ -116,11 +116,13 @@ def default_probes(views, views_key: str, views_out: str, cfg: ProbeConfig, prog
 def _spec_key(spec: str) -> str:
     """The cache name of a baseline spec. A random-init encoder is keyed by its preset's whole
     ModelConfig too: change the preset (e.g. its init) and the baseline is scored again."""
+    from codept.probe.run import random_preset
+
     key = spec.replace(":", "_")
     if spec == "random" or spec.startswith("random:"):
         from codept.model import transformer as T
 
-        preset = spec.split(":", 1)[1] if ":" in spec else "debug_cpu"  # as build_scorer reads it
+        preset = random_preset(spec)
         if preset in T.PRESETS:
             key += "-" + hashlib.sha256(repr(T.PRESETS[preset]()).encode()).hexdigest()[:12]
     return key

@@ -313,6 +313,11 @@ def _dense(enc, slug: str) -> Scorer:
     return Scorer(slug, enc.desc, prepare)
 
 
+def random_preset(spec: str) -> str:
+    """The model preset of a ``random[:PRESET]`` spec (debug_cpu when none is named)."""
+    return spec.split(":", 1)[1] if ":" in spec else "debug_cpu"
+
+
 def random_model(preset: str = "debug_cpu", seed: int = 0, tokenizer_dir: str | Path | None = None):
     """(Transformer, tokenizers.Tokenizer, tokenizer folder) with a seeded random init; vocab_size = the
     tokenizer's. The global torch RNG is left untouched."""
@@ -356,7 +361,7 @@ def build_scorer(spec: str, *, pooling: str = "mean", max_len: int = 256, query_
         enc = HFEncoder(spec, pooling=pooling, **common)
         return _dense(enc, _dir_slug(Path(spec)))
     if kind == "random":
-        preset = spec.split(":", 1)[1] if ":" in spec else "debug_cpu"
+        preset = random_preset(spec)
         model, tok, tok_dir = random_model(preset, seed, tokenizer)
         desc = {"kind": "random", "preset": preset, "seed": seed, "tokenizer": str(tok_dir), "pooling": pooling,
                 "max_len": max_len, "query_max_len": query_max_len, "parameters": model.num_parameters()}
