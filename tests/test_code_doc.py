@@ -289,6 +289,22 @@ def test_summary_doc_side_is_the_first_sentence_without_markers(request, tok_nam
         build("code_doc", Vocab.from_tokenizer(tok), doc="first_line")
 
 
+def test_summary_falls_back_to_a_definition_with_a_summary(small_tok):
+    """A draw that picks the doctest-only function takes another one instead of giving no pair;
+    a file whose only doc opens with a doctest gives none."""
+    view = build_view("s.py", "python", SUMMARY_SRC, small_tok)
+    obj = build("code_doc", Vocab.from_tokenizer(small_tok))
+    names = [view.token_text(f[3], f[4]).strip() for f in view.functions]
+    assert names == ["best", "glue", "doctest_only", "marks"]  # all four are candidates
+    assert 2 in [np.random.default_rng(seed).integers(4) for seed in range(40)]  # some draws pick doctest_only
+    made = [obj(view, np.random.default_rng(seed)) for seed in range(40)]
+    assert all(e is not None for e in made)
+    code = {re.match(r"\s*def\s+(\w+)", decode(small_tok, sides(e)[1])).group(1) for e in made}
+    assert code == {"best", "glue", "marks"}
+    only = SUMMARY_SRC[SUMMARY_SRC.index("def doctest_only"):SUMMARY_SRC.index("def marks")]
+    assert obj(build_view("d.py", "python", only, small_tok), np.random.default_rng(0)) is None
+
+
 @pytest.mark.parametrize("lang,fixture,expected", [
     ("java", "spans.java", "Builds a shape."),
     ("go", "scopes.go", "doubles n."),  # Go's leading function name is dropped, as the probe's queries do

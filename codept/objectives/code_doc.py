@@ -3,14 +3,15 @@
 1. Candidates: the view's definitions (CodeView.functions) of the configured kinds (functions and
    methods by default) that have a doc and keep at least one token of code once the doc is removed.
    None when there is no candidate (the stream drops None: codept.data.stream.PackedStream).
-2. Pick one uniformly with the rng.
+2. Pick one uniformly with the rng; for "summary", if its doc gives no summary (below), the next
+   of the others in a random order that does.
 3. Part 0 = the doc side, cut to its first ``max_doc_tokens``. ``doc="summary"`` (default): the
    doc's tokens that overlap its first sentence (:func:`summary_tokens`: from the first word
    character to the first sentence or paragraph break of codept.text.segment, a leading repeat of
    the function's name dropped as Go writes it), without the whitespace / quote / comment-marker
    tokens that hold a newline, open a line or open or close the doc: what a code-search query looks
-   like (codept.probe.build.clean_query). No pair (None) when the picked doc has no word or opens
-   with a doctest.
+   like (codept.probe.build.clean_query). No pair (None) when no candidate's doc has a word, or
+   each opens with a doctest.
    ``doc="raw"``: every token of the doc as written (quotes / comment markers included). Part 1 =
    the definition's tokens without the doc's tokens (Python: the
    docstring inside the body; brace languages: the doc precedes the definition, nothing to remove),
@@ -125,16 +126,26 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         cand = candidates(funcs, kind_ids)
         if len(cand) == 0:
             return None
-        _, s, e, ns, ne, ds, de = (int(x) for x in funcs[cand[rng.integers(len(cand))]])
+        pick = int(rng.integers(len(cand)))
         pid = int(rng.integers(0, 2**PID_BITS, dtype=np.int64))
         ids = np.asarray(view.input_ids)
+
+        def rows():  # the picked definition, then (drawn only if needed) the others in random order
+            yield int(cand[pick])
+            yield from rng.permutation(np.delete(cand, pick)).tolist()
+
         if cfg.doc == "summary":
             off = np.asarray(view.offsets).reshape(-1, 2)
-            name = view.text[off[ns, 0]: off[ne - 1, 1]].strip() if ne > ns else ""
-            doc = ids[summary_tokens(view.text, off, ds, de, name)][: cfg.max_doc_tokens]
-            if len(doc) == 0:
-                return None  # a doc without a word: no pair (the stream drops None)
+            for row in rows():  # the first definition whose doc has a summary
+                _, s, e, ns, ne, ds, de = (int(x) for x in funcs[row])
+                name = view.text[off[ns, 0]: off[ne - 1, 1]].strip() if ne > ns else ""
+                doc = ids[summary_tokens(view.text, off, ds, de, name)][: cfg.max_doc_tokens]
+                if len(doc):
+                    break
+            else:
+                return None  # no doc with a word: no pair (the stream drops None)
         else:
+            _, s, e, ns, ne, ds, de = (int(x) for x in funcs[cand[pick]])
             doc = ids[ds:de][: cfg.max_doc_tokens]
         keep = np.ones(e - s, dtype=bool)
         keep[max(ds, s) - s : max(min(de, e) - s, 0)] = False  # the doc's tokens inside the definition
