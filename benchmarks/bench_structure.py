@@ -4,12 +4,18 @@ Measures, on the same files in the same run:
   parse-only     tree-sitter parse (no walk, no queries)
   tokenize-only  the tokenizer with offsets (the floor: a view needs the tokens anyway)
   full view      codept.structure.view.build_view (parse + walk + queries + resolve + alignment)
-and prints MB/s and tokens/s for each (best pass), a breakdown of the view's stages, and last:
+  binding floor  tokenize + codept.structure.grammar.binding_floor: parse + what any view needs from
+                 py-tree-sitter at the least (one cursor visit per node reading its kind, the C
+                 traversals of the two queries with no captures); the view's cost beyond it is
+                 Python/NumPy work of our own
+and prints MB/s and tokens/s for each (best repeat), a breakdown of the view's stages, and last:
   view/tokenize time ratio: X
-X is the median over repeats of (view pass / tokenize pass): the two passes run back to back in each
-repeat, their order flipping every repeat, so a slow spell of a shared machine hits both sides of a
-ratio (best-of timings taken minutes apart moved the ratio between 1.43 and 2.05 on the same 300
-files). The best-pass ratio is printed too.
+X is the median over repeats of (sum of view times / sum of tokenize times), where each file is
+tokenized, viewed and floor-measured back to back, in an order rotating per file: a slow spell of
+a shared machine (this 2-core VM moves 30% between passes) hits every side alike. Whole passes
+back to back gave per-repeat ratios from 1.37 to 2.12 on the same files; per-file pairing gives
+1.76-1.82. (Rotation also spreads the tokenizer's word cache, warm for a second tokenization of
+the same text, over all sides.)
 Usage: python benchmarks/bench_structure.py [--files N] [--repeat R] [--tokenizer DIR]
 """
 
@@ -57,44 +63,51 @@ def main() -> None:
     parser = grammar._parser("python")
     grammar.load_grammar("python")
     n_tokens = sum(len(tok.encode(t, add_special_tokens=False).ids) for _, t in texts)
-    print(f"corpus: {len(texts)} stdlib files, {mb:.2f} MB, {n_tokens:,} tokens; best of {args.repeat}")
+    print(f"corpus: {len(texts)} stdlib files, {mb:.2f} MB, {n_tokens:,} tokens; {args.repeat} repeats")
 
     t_parse = best_of(args.repeat, lambda: [parser.parse(d) for d in datas])
+
     # tokenize-only = what a tokenize-only prepare stores: ids and char offsets as arrays
-    stages: dict[str, float] = {}
+    def tok_only(path, t, d):
+        tokenize(tok, t)
 
-    def tokenize_all():
-        for _, t in texts:
-            tokenize(tok, t)
+    def view(path, t, d):
+        v = build_view(path, "python", t, tok)
+        for k in ("parse", "walk", "query"):
+            stages[k] += v.stats[k]
 
-    def views():
-        stages.clear()
-        for path, t in texts:
-            v = build_view(path, "python", t, tok)
-            for k in ("parse", "walk", "query"):
-                stages[k] = stages.get(k, 0.0) + v.stats[k]
+    def floor(path, t, d):
+        tokenize(tok, t)
+        grammar.binding_floor("python", d)
 
-    t_toks: list[float] = []
-    t_views: list[float] = []
-    best_stages: dict[str, float] = {}
+    fns = {"tokenize": tok_only, "view": view, "floor": floor}
+    reps: list[dict[str, float]] = []
     for r in range(args.repeat):
-        passes = [(t_toks, tokenize_all), (t_views, views)]
-        for times, fn in passes[::-1] if r % 2 else passes:
-            t = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t)
-            if times is t_views and times[-1] == min(times):
-                best_stages = dict(stages)
-    t_tok, t_view = min(t_toks), min(t_views)
-    ratios = sorted(v / t for v, t in zip(t_views, t_toks))
-    for name, t in (("parse-only", t_parse), ("tokenize-only", t_tok), ("full view", t_view)):
+        stages = dict.fromkeys(("parse", "walk", "query"), 0.0)
+        total = dict.fromkeys(fns, 0.0)
+        for i, (path, t) in enumerate(texts):  # the three back to back per file, order rotating
+            names = list(fns)[(i + r) % 3:] + list(fns)[: (i + r) % 3]
+            for name in names:
+                t0 = time.perf_counter()
+                fns[name](path, t, datas[i])
+                total[name] += time.perf_counter() - t0
+        reps.append({**total, **{f"stage_{k}": v for k, v in stages.items()}})
+
+    def median(xs: list[float]) -> float:
+        return sorted(xs)[len(xs) // 2]
+
+    best = {k: min(r[k] for r in reps) for k in reps[0]}
+    for name, t in (("parse-only", t_parse), ("tokenize-only", best["tokenize"]), ("full view", best["view"])):
         print(f"{name:<14} {t:7.2f} s  {mb / t:6.2f} MB/s  {n_tokens / t / 1e6:5.3f} M tok/s")
-    rest = t_view - sum(best_stages.values())
-    print("view stages (best pass): " + ", ".join(f"{k} {v:.2f} s" for k, v in best_stages.items())
-          + f", tokenize+align+resolve {rest:.2f} s")
-    print(f"per-repeat view/tokenize ratios: {' '.join(f'{x:.2f}' for x in ratios)}; "
-          f"best-pass ratio {t_view / t_tok:.2f}")
-    print(f"view/tokenize time ratio: {ratios[len(ratios) // 2]:.2f}")
+    stage = {k: best[f"stage_{k}"] for k in ("parse", "walk", "query")}
+    print("view stages (best sums): " + ", ".join(f"{k} {v:.2f} s" for k, v in stage.items())
+          + f", tokenize+align+resolve {best['view'] - sum(stage.values()):.2f} s")
+    ratios = [r["view"] / r["tokenize"] for r in reps]
+    floors = [r["floor"] / r["tokenize"] for r in reps]
+    print(f"per-repeat view/tokenize ratios: {' '.join(f'{x:.2f}' for x in ratios)}")
+    print(f"binding floor/tokenize: {median(floors):.2f} (per repeat {' '.join(f'{x:.2f}' for x in floors)}); "
+          f"view/floor: {median(ratios) / median(floors):.2f}")
+    print(f"view/tokenize time ratio: {median(ratios):.2f}")
 
 
 if __name__ == "__main__":

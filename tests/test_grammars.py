@@ -139,3 +139,11 @@ def test_walk_answers_kind_only_patterns_exactly(lang):
         assert _multiset(parsed.refs) == sorted(r for r in map(tuple, refs.tolist()) if r not in members)
         defs = [(s, e) for n, rows in ref.items() if n.startswith("local.definition") for s, e in rows.tolist()]
         assert sorted(map(tuple, parsed.defs[:, :2].tolist())) == sorted(defs)
+
+
+def test_binding_floor_visits_every_node_once():
+    """The benchmark's floor (bench_structure.py) walks the whole tree: `x = 1` is module,
+    expression_statement, assignment, identifier, "=", integer; a file's count covers its leaves."""
+    assert grammar.binding_floor("python", b"x = 1\n") == 6
+    src = open(grammar.__file__, "rb").read()
+    assert grammar.binding_floor("python", src) > len(grammar.parse("python", src).leaves)

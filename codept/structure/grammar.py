@@ -475,6 +475,31 @@ def parse(lang: str, source: bytes, *, timeout_s: float | None = None, max_depth
     )
 
 
+def binding_floor(lang: str, source: bytes) -> int:
+    """The least work any view of `source` needs from py-tree-sitter, for benchmarks: parse, visit
+    every node once with a cursor reading its kind, and two query traversals (spans + locals, tags)
+    with a query that never captures. Returns the number of nodes. What :func:`parse` costs beyond
+    this is our own Python/NumPy work (recording, captures, routing)."""
+    root = _parser(lang).parse(source).root_node
+    never = _never_query(lang)
+    for _ in range(2):
+        ts.QueryCursor(never).captures(root)
+    cur, n = root.walk(), 0
+    while True:
+        cur.node.kind_id
+        n += 1
+        if cur.goto_first_child():
+            continue
+        while not cur.goto_next_sibling():
+            if not cur.goto_parent():
+                return n
+
+
+@functools.lru_cache(maxsize=None)
+def _never_query(lang: str) -> ts.Query:
+    return ts.Query(load_grammar(lang).language, "(ERROR (ERROR (ERROR (ERROR)))) @x")
+
+
 def query_rows(lang: str, source: bytes, qk: str) -> dict[str, np.ndarray]:
     """Capture name -> (N, 2) byte ranges of ``grammars/<lang>/<qk>.scm`` with every pattern run by
     tree-sitter (none answered by the walk): the reference that :func:`parse` must match."""
