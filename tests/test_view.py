@@ -68,6 +68,34 @@ def test_leaves_group_tokens_of_one_identifier(small_tok):
     assert ws and all(v.leaf[i] == -1 for i in ws)
 
 
+def test_text_between_leaves_is_one_unit(small_tok):
+    """Python keeps a string's content as a node whose only children are its escape sequences: the
+    text around an escape is no leaf. Each run of it is one unit, apart from the escape's leaf."""
+    text = 'x = "hello world\\n more text"\n'
+    v = build_view("e.py", "python", text, small_tok)
+    unit = {}
+    for i in range(len(v)):
+        unit.setdefault(int(v.leaf[i]), []).append(v.token_text(i, i + 1))
+    runs = {"".join(toks).strip() for k, toks in unit.items() if k >= 0}
+    assert {"hello world", "\\n", "more text", '"', "x", "="} <= runs
+    assert "".join(unit[-1]).strip() == ""
+
+
+def test_every_token_with_text_has_one_contiguous_unit(small_tok):
+    """On real files (a sample of the stdlib): a token holding a non-space char has a leaf id, a
+    whitespace-only token has -1, and the tokens of one id are contiguous (whitespace aside)."""
+    from codept.data.sources import read_source, stdlib_files
+
+    ws = " \t\n\r\x0b\x0c"
+    for path in stdlib_files()[::25]:
+        v = build_view(str(path), "python", read_source(path), small_tok)
+        blank = np.array([v.token_text(i, i + 1).strip(ws) == "" for i in range(len(v))], dtype=bool)
+        assert ((v.leaf == -1) == blank).all(), path
+        ids = v.leaf[~blank]
+        runs = 1 + int((ids[1:] != ids[:-1]).sum()) if len(ids) else 0
+        assert runs == len(np.unique(ids)), path
+
+
 def test_special_ids_never_in_views(small_tok):
     from codept.tokenizer import n_special
 

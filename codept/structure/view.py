@@ -5,7 +5,10 @@ This is the single, language-agnostic input of every code objective. Fields (T t
   input_ids  (T,)   int32  token ids (no special tokens added)
   offsets    (T, 2) int32  char offsets into ``text``; they tile the text (byte-level BPE, untrimmed)
   leaf       (T,)   int32  index of the AST leaf the token stands for (its first non-space char), -1 for
-                           whitespace-only tokens; equal ids = one syntactic token (whole-leaf masking)
+                           whitespace-only tokens; equal ids = one syntactic token (whole-leaf masking).
+                           Text a node holds outside its children (Python's string content around
+                           an escape sequence) is one unit per run between two leaves, with an id
+                           above the leaf count: every token with a non-space char has an id
   spans      (S, 3) int32  token start, token end (exclusive), kind (codept.structure.kinds.SPAN_KINDS);
                            sorted by (start, -end, kind); none overlaps a syntax error
   idents     (I, 5) int32  token start, end, name id (into ``names``), role (def/ref/free), binding id
@@ -229,12 +232,16 @@ def build_view(path: str, lang: str, text: str, tokenizer, *, timeout_s: float |
         c1 = offsets.byte_to_char(byte_ranges[:, 1], table)
         return offsets.char_span_to_tokens(ts_, te_, c0, c1, tables)
 
+    # leaf of each token: the leaf holding its anchor; an anchor between two leaves (text a node
+    # holds outside its children: Python's string content around an escape sequence) belongs to
+    # that run of text, id L + 1 + (index of the leaf before it; -1 before the first)
     leaves_c = offsets.byte_to_char(parsed.leaves.reshape(-1), table).reshape(-1, 2)
     anchor = offsets.token_anchor(text, ts_, te_)
-    li = np.where(anchor >= 0, offsets.last_start_table(leaves_c[:, 0], len(text))[anchor], -1)
-    ok = (anchor >= 0) & (li >= 0)
-    ok[ok] &= anchor[ok] < leaves_c[li[ok], 1]
-    leaf = np.where(ok, li, -1).astype(np.int32)
+    has = anchor >= 0
+    li = np.where(has, offsets.last_start_table(leaves_c[:, 0], len(text))[anchor], -1)
+    inside = has & (li >= 0)
+    inside[inside] = anchor[inside] < leaves_c[li[inside], 1]
+    leaf = np.where(inside, li, np.where(has, len(leaves_c) + 1 + li, -1)).astype(np.int32)
 
     errors = parsed.errors
     err_t0, err_t1 = to_tokens(errors) if len(errors) else (np.zeros(0, np.int64),) * 2
