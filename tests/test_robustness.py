@@ -45,6 +45,23 @@ def test_file_filters(data, reason):
     assert e.value.reason == reason
 
 
+def test_byte_order_mark_is_dropped(small_tok):
+    """A file saved with a UTF-8 BOM decodes, views and dedups like the same file without one; a
+    BOM alone is an empty file."""
+    from codept.data.dedup import content_hash
+    from codept.data.records import Record, record_text
+
+    plain = "import os\n\ndef f(x):\n    return x + 1\n"
+    bom = b"\xef\xbb\xbf" + plain.encode()
+    assert decode_source(bom) == plain
+    assert record_text(Record(path="r.py", lang="python", content="\ufeff" + plain, origin="r")) == plain
+    assert content_hash(bom) == content_hash(plain)
+    a, b = build_view("a.py", "python", decode_source(bom), small_tok), build_view("b.py", "python", plain, small_tok)
+    assert a.input_ids.tolist() == b.input_ids.tolist() and a.spans.tolist() == b.spans.tolist()
+    with pytest.raises(grammar.SkipFile, match="empty"):
+        decode_source(b"\xef\xbb\xbf\n")
+
+
 def test_deep_nesting_is_refused_quickly(small_tok):
     src = "x = " + "(" * 100_000 + "1" + ")" * 100_000 + "\n"
     t = time.perf_counter()

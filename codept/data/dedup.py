@@ -59,13 +59,15 @@ def _text(content: str | bytes) -> str:
 
 
 def normalize(content: str | bytes) -> str:
-    """Unify newlines, strip trailing whitespace per line, drop leading/trailing blank lines."""
-    text = _text(content).replace("\r\n", "\n").replace("\r", "\n")
+    """Unify newlines, strip trailing whitespace per line, drop leading/trailing blank lines and a
+    leading byte-order mark."""
+    text = _text(content).removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     return "\n".join(line.rstrip() for line in text.split("\n")).strip("\n")
 
 
 def content_hash(content: str | bytes) -> str:
-    """sha256 (hex) of the normalised text: equal for copies differing only in newlines/trailing space."""
+    """sha256 (hex) of the normalised text: equal for copies differing only in newlines, trailing
+    space or a byte-order mark."""
     return hashlib.sha256(normalize(content).encode("utf-8", "surrogatepass")).hexdigest()
 
 

@@ -54,7 +54,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from codept.data.sources import DEFAULT_MAX_BYTES, decode_source, discover, read_source
+from codept.data.sources import BOM, DEFAULT_MAX_BYTES, decode_source, discover, read_source
 from codept.structure.grammar import SkipFile, available_languages, language_for_path
 
 BATCH_ROWS = 1024
@@ -241,7 +241,7 @@ def record_text(rec: Record, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
         return read_source(rec.path, max_bytes)
     if isinstance(rec.content, bytes):
         return decode_source(rec.content, max_bytes)
-    text = rec.content
+    text = rec.content.removeprefix(BOM)
     if len(text) > max_bytes:  # cheap bound first: a char is at least one byte
         raise SkipFile("too_large", f"{len(text)} chars > max_bytes={max_bytes}")
     try:

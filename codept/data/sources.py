@@ -7,7 +7,8 @@
    unreadable directory). Directories are walked without following symlinks; symlinked files are
    read once under their own path.
 3. ``read_source(path, max_bytes)``: bytes -> text with the file-level filters (too large, binary,
-   bad UTF-8, empty), raising SkipFile with a stable reason.
+   bad UTF-8, empty), raising SkipFile with a stable reason. A leading byte-order mark (U+FEFF,
+   common in files saved on Windows) is an encoding marker, not content: it is dropped.
 Not covered yet (data-pipeline issue): jsonl/parquet/HF inputs, dedup, redaction.
 """
 
@@ -23,6 +24,7 @@ from codept.structure.grammar import SkipFile, language_for_path
 
 STDLIB_EXCLUDE = {"test", "tests", "idlelib", "lib2to3", "site-packages", "__pycache__"}
 DEFAULT_MAX_BYTES = 1_000_000
+BOM = "\ufeff"  # a leading byte-order mark is dropped when decoding
 
 
 def stdlib_root() -> Path:
@@ -123,7 +125,7 @@ def decode_source(data: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
     if b"\0" in data[:8192]:
         raise SkipFile("binary", "NUL byte in the first 8 KiB")
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8").removeprefix(BOM)
     except UnicodeDecodeError as e:
         raise SkipFile("bad_utf8", f"invalid UTF-8 at byte {e.start}") from e
     if not text.strip():
