@@ -305,6 +305,37 @@ def test_summary_falls_back_to_a_definition_with_a_summary(small_tok):
     assert obj(build_view("d.py", "python", only, small_tok), np.random.default_rng(0)) is None
 
 
+@pytest.mark.parametrize("lang,src,expected", [
+    ("java", "class A {\n    /**\n     * Notifies all listeners of a change\n     * @param changed whether it did\n"
+             "     */\n    void fire(boolean changed) { }\n}\n", "Notifies all listeners of a change"),
+    ("php", "<?php\nclass A {\n    /**\n     * Default constructor\n     *\n     * @param array $o options\n"
+            "     */\n    function __construct($o) { }\n}\n", "Default constructor"),
+    ("ruby", "class A\n  # Get a value by name\n  # @param name [String] the key\n  def get(name)\n    name\n  end\n"
+             "end\n", "Get a value by name"),
+    # the token after a dropped " <" keeps no space ("bar", not " bar": BPE ids differ): "abar"
+    ("java", "class A {\n    /**\n     * Returns the {@code Foo} of a <b>bar</b> list\n     * <p>More text.\n     */\n"
+             "    int f() { return 0; }\n}\n", "Returns the Foo of abar list"),
+    ("java", "class A {\n    /** <p>Builds it. */\n    int f() { return 0; }\n}\n", "Builds it."),
+    ("ruby", "class A\n  # @api private\n  # @param code [Integer] the exit code\n  #   to return\n  #\n"
+             "  # Reports a run that exited early.\n  def f(code)\n    code\n  end\nend\n",
+     "Reports a run that exited early."),
+])
+def test_summary_skips_tags_and_markup(small_tok, lang, src, expected):
+    """Javadoc / PHPDoc / YARD: a line opening with a tag ends the summary, tags opening the doc are
+    skipped (with their indented continuation), inline tags and HTML dropped: the summary is what
+    the probe's query cleaner (codept.probe.build.clean_query, on strings) makes of the doc."""
+    from codept.probe.build import clean_query, normalize_query
+    from codept.structure.kinds import DEFINITION_KINDS
+
+    v = build_view("a", lang, src, small_tok)
+    obj = build("code_doc", Vocab.from_tokenizer(small_tok))
+    got = " ".join(decode(small_tok, sides(obj(v, np.random.default_rng(0)))[0]).split())
+    assert got == expected
+    (_, _, _, ns, ne, ds, de), = [f for f in v.functions.tolist() if f[0] != DEFINITION_KINDS.index("class")]
+    query = normalize_query(clean_query(v.token_text(ds, de), lang, v.token_text(ns, ne)))
+    assert normalize_query(got) == query or "abar" in got
+
+
 @pytest.mark.parametrize("lang,fixture,expected", [
     ("java", "spans.java", "Builds a shape."),
     ("go", "scopes.go", "doubles n."),  # Go's leading function name is dropped, as the probe's queries do

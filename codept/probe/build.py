@@ -75,6 +75,8 @@ import numpy as np
 from codept.probe import Pair, save_pairs
 from codept.structure.kinds import DEFINITION_KINDS
 from codept.structure.view import TokenText
+from codept.text.markup import BLOCK_TAG_LINE, HTML_BLOCK, HTML_INLINE
+from codept.text.markup import LANGS as MARKUP_LANGS
 
 PAIR_KINDS = frozenset(i for i, k in enumerate(DEFINITION_KINDS) if k in ("function", "method"))
 VIEW_COLUMNS = ["path", "lang", "text", "offsets", "functions"]
@@ -104,18 +106,11 @@ _PY_STOP = re.compile(r"^\s*(?:>>>|\.\.\s+[\w-]+::|:[A-Za-z][\w ]*(?:\s[^:]*)?:(
 _PY_SIGNATURE = re.compile(r"^\s*[\w.]+\(.*\)\s*(?:->.*)?$")
 _PY_ROLE = re.compile(r":(?:[\w-]+:)*[\w-]+:`~?([^`<]*?)(?:\s*<[^>]*>)?`")
 
-_BLOCK_TAG = re.compile(r"^\s*@[A-Za-z!]")
 _DESCRIPTION_TAG = re.compile(r"^\s*@(?:description|desc|summary)\b\s*", re.I)
 _INLINE_LINK_LABEL = re.compile(r"\[([^\]]+)\]\{@link(?:plain|code)?\s+[^}]*\}")
 _INLINE_LINK = re.compile(r"\{@(?:link|linkplain|linkcode|see)\s+([^\s}|]+)(?:\s*\|\s*|\s+)?([^}]*)\}")
 _INLINE_DROP = re.compile(r"\{@(?:inheritDoc|inheritdoc|internal)\s*\}")
 _INLINE_OTHER = re.compile(r"\{@[A-Za-z]+\s*([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}")
-_HTML_BLOCK = re.compile(
-    r"</?(?:p|br|pre|ul|ol|li|h[1-6]|table|tr|td|th|thead|tbody|dl|dt|dd|hr|div|blockquote|center)\b[^>]*/?>",
-    re.I)
-_HTML_INLINE = re.compile(
-    r"</?(?:a|b|i|u|s|em|strong|code|tt|var|sup|sub|span|font|small|big|cite|dfn|kbd|samp|strike|abbr|"
-    r"img|q|mark|del|ins|nobr|wbr)\b[^>]*/?>", re.I)
 
 _MD_LINK = re.compile(r"\[([^\]\n]+)\]\([^)\s]*\)")
 _GO_DOC_LINK = re.compile(r"(?<![\w\]])\[(\*?[A-Za-z_][\w.]*)\](?![\w(\[:])")
@@ -224,11 +219,11 @@ def _python_lines(lines: list[str]) -> list[str]:
 
 
 def _javadoc_lines(lines: list[str]) -> list[str]:
-    desc = _until(lines, lambda i, line: bool(_BLOCK_TAG.match(line)))
+    desc = _until(lines, lambda i, line: bool(BLOCK_TAG_LINE.match(line)))
     if not any(ln.strip() for ln in desc):  # JSDoc may say it with a tag: @description / @summary
         for i, line in enumerate(lines):
             if _DESCRIPTION_TAG.match(line):
-                rest = _until(lines[i + 1:], lambda j, ln: bool(_BLOCK_TAG.match(ln)))
+                rest = _until(lines[i + 1:], lambda j, ln: bool(BLOCK_TAG_LINE.match(ln)))
                 return [_DESCRIPTION_TAG.sub("", line), *rest]
     return desc
 
@@ -244,7 +239,7 @@ def _ruby_lines(lines: list[str]) -> list[str] | None:
             if not s or len(line) - len(line.lstrip()) > tag_indent:
                 continue
             tag_indent = -1
-        if _BLOCK_TAG.match(line):
+        if BLOCK_TAG_LINE.match(line):
             if any(ln.strip() for ln in out):
                 break  # the description ends at the first tag after it
             tag_indent = len(line) - len(line.lstrip())  # leading tags (@private, @api public) are skipped
@@ -262,12 +257,12 @@ def _ruby_lines(lines: list[str]) -> list[str] | None:
 
 
 def _inline_markup(text: str, lang: str) -> str:
-    if lang in ("java", "javascript", "php", "ruby"):
+    if lang in MARKUP_LANGS:
         text = _INLINE_DROP.sub("", text)
         text = _INLINE_LINK_LABEL.sub(r"\1", text)
         text = _INLINE_LINK.sub(lambda m: m.group(2).strip() or _link_target(m.group(1)), text)
         text = _INLINE_OTHER.sub(r"\1", text)
-        text = _HTML_INLINE.sub("", text)
+        text = HTML_INLINE.sub("", text)
         text = html.unescape(text)
     if lang == "python":
         text = _PY_ROLE.sub(lambda m: m.group(1).rsplit(".", 1)[-1] if "~" in m.group(0) else m.group(1), text)
@@ -333,9 +328,9 @@ def clean_query(doc_text: str, lang: str, name: str) -> str:
             if lines is None:
                 return ""
     lines = _until(lines, lambda i, line: bool(_EXAMPLES.match(line)))
-    if lang in ("java", "javascript", "php", "ruby"):
+    if lang in MARKUP_LANGS:
         # block HTML ends a paragraph (Javadoc's first sentence ends there too)
-        lines = _HTML_BLOCK.sub("\n\n", "\n".join(lines)).split("\n")
+        lines = HTML_BLOCK.sub("\n\n", "\n".join(lines)).split("\n")
     paras = [p for p in _paragraphs(lines) if not _NOT_A_SUMMARY.match(p)]
     if not paras:
         return ""
