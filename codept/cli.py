@@ -10,7 +10,7 @@
   codept grammar check [LANG...]            run the caret-annotated fixtures of grammars/<lang>/
   codept view FILE [--tokenizer DIR]        print the view of one file (debugging a grammar)
   codept corpora list                       the demo-corpus registry (pip/npm/apt, pinned)
-  codept corpora fetch DEST [--only NAME ...] [--role ROLE]
+  codept corpora fetch DEST [--only NAME ...] [--role ROLE ...]
                                             download real corpora outside any git repo; DEST/corpora.json
 """
 

@@ -94,6 +94,8 @@ def test_select():
         cc.select(["nope"])
     with pytest.raises(ValueError, match="role 'x'"):
         cc.select(role="x")
+    both = {n for n, c in CORPORA.items() if c.role in ("zh", "parallel")}
+    assert set(cc.select(role=["zh", "parallel"])) == both and len(both) >= 3
 
 
 # --- commands and refusal (offline) ------------------------------------------------------------------
@@ -165,7 +167,11 @@ def test_cli_list_and_parser(capsys):
     out = capsys.readouterr().out
     assert all(n in out for n in CORPORA)
     args = p.parse_args(["corpora", "fetch", "/tmp/x", "--only", "express", "numpy", "--role", "train"])
-    assert args.only == ["express", "numpy"] and args.role == "train" and args.dest == Path("/tmp/x")
+    assert args.only == ["express", "numpy"] and args.role == ["train"] and args.dest == Path("/tmp/x")
+    args = p.parse_args(["corpora", "fetch", "/tmp/x", "--role", "zh", "--role", "parallel"])  # both, not the last
+    assert args.role == ["zh", "parallel"]
+    with pytest.raises(SystemExit):
+        p.parse_args(["corpora", "fetch", "/tmp/x", "--role", "nope"])
     args = p.parse_args(["corpora", "fetch", str(REPO / "c"), "--only", "express"])
     assert args.fn(args) == 2
     assert "never be committed" in capsys.readouterr().err

