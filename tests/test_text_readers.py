@@ -144,6 +144,16 @@ def test_rst_to_text():
     ]
 
 
+def test_sphinx_sources_are_read_as_their_inner_format(tmp_path):
+    """Sphinx ships its sources as `_sources/x.rst.txt` (the python3-doc text corpus): rst, not plain."""
+    assert readers.format_of("json.rst.txt") == "rst" and readers.format_of("a.md.txt") == "markdown"
+    assert readers.format_of("notes.txt") == readers.format_of("v1.2.txt") == "plain"
+    p = tmp_path / "json.rst.txt"
+    p.write_text(RST)
+    (doc,) = read_file(p)
+    assert doc.text == rst_to_text(RST)
+
+
 def test_plain_and_cjk_reflow(tmp_path):
     p = tmp_path / "a.txt"
     p.write_text("First line\nsecond line.\n\n\n  中文第一行\n第二行。\n")

@@ -86,7 +86,7 @@ def _key(files: list[tuple[str, str]], skipped: list[Skip], cfg: TextConfig, tok
     h = hashlib.sha256()
     h.update(f"codept {__version__} text\n".encode())
     pkg = Path(__file__).resolve().parent.parent
-    for f in sorted([*pkg.glob("text/*.py"), pkg / "data" / "redact.py"]):
+    for f in sorted([*pkg.glob("text/*.py"), pkg / "data" / "redact.py", pkg / "data" / "sources.py"]):
         h.update(f.read_bytes())
     h.update(tokenizer_fingerprint(load_tokenizer(tokenizer_dir)).encode())
     h.update(segmenter_fingerprint(cfg.user_dict).encode())

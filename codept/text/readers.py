@@ -7,7 +7,8 @@ that also yielded documents) are entries dropped inside a kept file, aggregated 
 
 Formats (:func:`format_of`, by file name; ``.gz`` is decompressed for the text formats):
 
-1. plain text (``.txt``, ``.text``): paragraphs are blocks separated by blank lines.
+1. plain text (``.txt``, ``.text``): paragraphs are blocks separated by blank lines. A ``.txt``
+   after ``.rst`` or ``.md`` (Sphinx's ``_sources/x.rst.txt``) is read as that format.
 2. Markdown (``.md``, ``.markdown``), modest clean-up, line by line:
    drops fenced code blocks (`````/``~~~``), HTML comments, YAML front matter, tables (lines
    starting with ``|``, separator rows), reference-link definitions, horizontal rules; headings
@@ -111,6 +112,9 @@ def format_of(path: str | os.PathLike) -> str | None:
     name = Path(path).name
     base = name[:-3] if name.endswith(".gz") else name
     kind = _EXT.get(Path(base).suffix.lower())
+    if kind == "plain":  # Sphinx ships its sources as _sources/x.rst.txt: the inner suffix says
+        inner = _EXT.get(Path(Path(base).stem).suffix.lower())
+        kind = inner if inner in ("rst", "markdown") else kind
     if kind == "mo" and name.endswith(".gz"):
         return None
     if kind is not None:
