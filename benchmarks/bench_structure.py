@@ -6,8 +6,9 @@ Measures, on the same files in the same run:
   full view      codept.structure.view.build_view (parse + walk + queries + resolve + alignment)
   binding floor  tokenize + codept.structure.grammar.binding_floor: parse + what any view needs from
                  py-tree-sitter at the least (one cursor visit per node reading its kind, the C
-                 traversals of the two queries with no captures); the view's cost beyond it is
-                 Python/NumPy work of our own
+                 traversals of the two queries with a never-matching query); the view's cost
+                 beyond it is the real patterns' matching, Python Node objects per capture, and
+                 our own Python/NumPy work
 and prints MB/s and tokens/s for each (best repeat), a breakdown of the view's stages, and last:
   view/tokenize time ratio: X
 X is the median over repeats of (sum of view times / sum of tokenize times), where each file is

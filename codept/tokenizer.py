@@ -92,7 +92,7 @@ def iter_training_files(sources: Iterable[str | os.PathLike]) -> list[Path]:
 def _read_texts(files: list[Path], stats: dict) -> Iterator[str]:
     for f in files:
         try:
-            yield f.read_bytes().decode("utf-8")
+            yield f.read_bytes().decode("utf-8").removeprefix("\ufeff")  # a BOM is no text
             stats["files"] += 1
         except (OSError, UnicodeDecodeError) as e:
             stats["skipped"].append((str(f), type(e).__name__))

@@ -23,6 +23,7 @@ from codept.objectives import code_doc
 from codept.objectives.code_doc import candidates
 from codept.objectives.render import Vocab
 from codept.structure.grammar import SkipFile
+from codept.structure.kinds import DEFINITION_KINDS
 from codept.structure.view import build_view
 
 GRAMMARS = Path(__file__).resolve().parents[1] / "grammars"
@@ -325,7 +326,6 @@ def test_summary_skips_tags_and_markup(small_tok, lang, src, expected):
     skipped (with their indented continuation), inline tags and HTML dropped: the summary is what
     the probe's query cleaner (codept.probe.build.clean_query, on strings) makes of the doc."""
     from codept.probe.build import clean_query, normalize_query
-    from codept.structure.kinds import DEFINITION_KINDS
 
     v = build_view("a", lang, src, small_tok)
     obj = build("code_doc", Vocab.from_tokenizer(small_tok))
@@ -334,6 +334,41 @@ def test_summary_skips_tags_and_markup(small_tok, lang, src, expected):
     (_, _, _, ns, ne, ds, de), = [f for f in v.functions.tolist() if f[0] != DEFINITION_KINDS.index("class")]
     query = normalize_query(clean_query(v.token_text(ds, de), lang, v.token_text(ns, ne)))
     assert normalize_query(got) == query or "abar" in got
+
+
+def _java(doc: str) -> str:
+    return "class A {\n    " + doc + "\n    int f() { return 0; }\n}\n"
+
+
+@pytest.mark.parametrize("lang,src", [
+    ("java", _java("/** {@code true} if the list is empty. */")),
+    ("java", _java("/** {@link Foo} instance for bars. */")),
+    ("java", _java("/** Returns {@code x}, or {@code y}. */")),
+    ("javascript", "/**\n * @description Returns x.\n */\nfunction f() { return 1; }\n"),
+    ("ruby", "class A\n  # @api private\n  # <b>Builds</b> it.\n  def f\n    1\n  end\nend\n"),
+    ("go", "package a\n\n// @Summary get a user\n// @Router /x [get]\nfunc F() {}\n"),  # Go: no tag rules
+    ("python", 'def f():\n    """Compute x\n    @param a: foo"""\n    return 1\n'),  # Python: no tag rules
+])
+def test_summary_reads_markup_as_the_probe_does(small_tok, lang, src):
+    """Docs that open with markup, or mix markup and punctuation in one token ("}.", ">,"): the
+    doc side has no markup left and says what the probe's query says."""
+    from codept.probe.build import clean_query, normalize_query
+
+    v = build_view("a", lang, src, small_tok)
+    (_, _, _, ns, ne, ds, de), = [f for f in v.functions.tolist() if f[0] != DEFINITION_KINDS.index("class")]
+    e = build("code_doc", Vocab.from_tokenizer(small_tok))(v, np.random.default_rng(0))
+    got = decode(small_tok, sides(e)[0])
+    query = clean_query(v.token_text(ds, de), lang, v.token_text(ns, ne))
+    assert normalize_query(got) == normalize_query(query) != ""
+    if lang != "go":
+        assert not set("{}<>") & set(got), got
+
+
+@pytest.mark.parametrize("doc", ["/** {@inheritDoc} */", "/**\n     * @deprecated\n     * <p>Builds it.\n     */"])
+def test_summary_of_a_tag_only_javadoc_is_no_pair(small_tok, doc):
+    """The probe reads no query in these (nothing before the first block tag; an inherited doc)."""
+    v = build_view("a", "java", _java(doc), small_tok)
+    assert build("code_doc", Vocab.from_tokenizer(small_tok))(v, np.random.default_rng(0)) is None
 
 
 @pytest.mark.parametrize("lang,fixture,expected", [

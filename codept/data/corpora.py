@@ -618,7 +618,7 @@ def add_cli(subparsers) -> None:
     cf.add_argument("--only", nargs="+", action="extend", metavar="NAME",
                     help="these corpora (default: all); give DEST before --only")
     cf.add_argument("--role", nargs="+", action="extend", choices=ROLES, metavar="ROLE",
-                    help=f"only corpora with these roles ({', '.join(ROLES)}); repeatable")
+                    help=f"only corpora with these roles ({', '.join(ROLES)}); repeatable; give DEST before --role")
     cf.add_argument("--workdir", type=Path, help="scratch folder for downloads (default: DEST/.work)")
     cf.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per download/unpack command")
     cf.set_defaults(fn=_cmd_fetch)

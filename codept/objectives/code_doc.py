@@ -7,14 +7,13 @@
    of the others in a random order that does.
 3. Part 0 = the doc side, cut to its first ``max_doc_tokens``. ``doc="summary"`` (default): the
    doc's tokens that overlap its first sentence (:func:`summary_tokens`: from the first word
-   character to the first sentence or paragraph break of codept.text.segment or the first line
-   opening with a block tag (``@param``), tags opening the doc skipped, a leading repeat of the
-   function's name dropped as Go writes it, inline tags and HTML dropped), without the
-   whitespace / quote / comment-marker tokens that hold a newline, open a line or open or close
-   the doc: what a code-search query looks like (codept.probe.build.clean_query; exact agreement
-   after normalisation, on 40-80 files of each demo corpus: go 0.98, java 0.93, javascript 0.99,
-   php 1.00, python 0.98, ruby 0.91). No pair (None) when no candidate's doc has a word, or
-   each opens with a doctest.
+   character to the first sentence or paragraph break of codept.text.segment, a leading repeat of
+   the function's name dropped as Go writes it; Javadoc / JSDoc / PHPDoc / YARD tags and HTML
+   handled as the probe handles them), without the whitespace / quote / comment-marker tokens that
+   hold a newline, open a line or open or close the doc: what a code-search query looks like
+   (codept.probe.build.clean_query; exact agreement after normalisation, on 40-80 files of each
+   demo corpus: go 0.98, java 0.93, javascript 0.99, php 1.00, python 0.98, ruby 0.91). No pair
+   (None) when no candidate's doc has a word, or each opens with a doctest.
    ``doc="raw"``: every token of the doc as written (quotes / comment markers included). Part 1 =
    the definition's tokens without the doc's tokens (Python: the
    docstring inside the body; brace languages: the doc precedes the definition, nothing to remove),
@@ -29,9 +28,10 @@
 Cost: O(F + T_def) per document, plus one regex pass over the picked doc's text for "summary".
 Not covered: the whitespace the removed docstring leaves behind (an empty line stays in the code);
 negatives beyond the micro-step of all ranks (the head's limit); Python roles inside the summary
-(``:func:`x``` stays as tokens; Javadoc-style inline tags and HTML are dropped), ``{@link X label}``
-keeps ``X`` where the probe's queries keep only the label; a doc whose first sentence is a
-signature line. "summary" against "raw" was measured (single process, 16 rows of 256, 200 steps,
+(``:func:`x``` stays as tokens); ``{@link X label}`` keeps ``X label`` where the probe keeps only
+the label; HTML entities stay; dropping a markup token that carries a space glues the words around
+it (``a <b>bar`` -> ``abar``: the BPE ids of ``bar`` and `` bar`` differ); a doc whose first
+sentence is a signature line. "summary" against "raw" was measured (single process, 16 rows of 256, 200 steps,
 zero residual init, full protocol): in-domain 0.193 vs 0.181, networkx 0.095 vs 0.086. The 32 / 128
 token cuts were measured: against 64 / 192, more pairs fit a row (more in-batch negatives) and a
 200-step code_doc-only run scored higher on both default probes (cheap protocol, in-domain 0.19 vs
@@ -59,6 +59,7 @@ _MARKER_ONLY = re.compile(r"[\s*/#'\"`]*")  # whitespace, quotes and comment mar
 _STRING_PREFIX = re.compile(r"\s*[rRbBuU]{1,2}(?=[\"'])")  # r\"\"\"...: the prefix is not a word
 _LINE_LEAD = re.compile(r"[ \t]*(?:[*/#]+[ \t]*)?")  # a doc line's indentation and comment marker
 _BLOCK_TAG = re.compile(r"\n[ \t]*(?:[*/#]+[ \t]*)?@[A-Za-z!]")  # a line opening with @param, @return, ...
+_DESCRIPTION_TAG = re.compile(r"(?:description|desc|summary)\b", re.I)  # JSDoc: the text given by a tag
 
 
 @dataclass(frozen=True)
@@ -95,13 +96,14 @@ def candidates(functions: np.ndarray, kind_ids: np.ndarray) -> np.ndarray:
 def summary_tokens(text: str, offsets: np.ndarray, ds: int, de: int, name: str = "", lang: str = "") -> np.ndarray:
     """Token indices (K,) int64 in [ds, de) of the doc's summary: the tokens overlapping the chars
     from the doc's first word character to its first sentence break (codept.text.segment, paragraph
-    breaks included) or the first line opening with a block tag (``@param``), minus the tokens
-    made only of whitespace, quotes and comment markers that hold a newline, open a line, or open
-    or close the doc (inside a line they stay: 'the "call" list'). Block tags that open the doc
-    (YARD's ``@api private``, ``@param x`` before the text) are skipped with their indented
-    continuation lines; a leading `name` (the documented function's name: "// Foo returns ...")
-    is skipped. For `lang` java, javascript, php and ruby, tokens made only of inline-tag or HTML
-    markup (``{@code``, its ``}``, ``<b>``) are dropped, as the probe's query cleaner drops them.
+    breaks included), minus the tokens made only of whitespace, quotes and comment markers that
+    hold a newline, open a line, or open or close the doc (inside a line they stay: 'the "call"
+    list'). A leading `name` (the documented function's name: "// Foo returns ...") is skipped.
+    For `lang` in codept.text.markup.LANGS (java, javascript, php, ruby), as the probe's query
+    cleaner reads such docs: the markup opening the doc is skipped (:func:`_first_text_word`), a
+    line opening with a block tag (``@param``) or block HTML (``<p>``) ends the summary, and
+    tokens holding only inline-tag / HTML markup (``{@code``, its ``}``, ``<b>``), or markup and
+    punctuation (``}.``), are dropped.
     Empty when the doc has no word character, only tags, or opens with a doctest (``>>>``)."""
     empty = np.zeros(0, dtype=np.int64)
     off = np.asarray(offsets).reshape(-1, 2)
@@ -109,13 +111,10 @@ def summary_tokens(text: str, offsets: np.ndarray, ds: int, de: int, name: str =
     doc = text[c0:c1]
     prefix = _STRING_PREFIX.match(doc)
     m = _WORD.search(doc, prefix.end() if prefix else 0)
-    html = lang in markup.LANGS
-    if html:  # "<p>Returns": the first word comes after the HTML tags that open the doc
-        while m is not None and (tag := _html_at(doc, m.start())) is not None:
-            m = _WORD.search(doc, tag.end())
     if m is None or ">>>" in doc[: m.start()]:  # no words, or a doc that opens with a doctest
         return empty
-    first = _skip_leading_tags(text, c0 + m.start(), c1)
+    html = lang in markup.LANGS
+    first = _first_text_word(text, c0 + m.start(), c1, lang) if html else c0 + m.start()
     if first is None:
         return empty
     start = first - c0
@@ -123,20 +122,21 @@ def summary_tokens(text: str, offsets: np.ndarray, ds: int, de: int, name: str =
         start += len(name) + 1
     breaks = sentence_breaks(doc[start:])
     end = start + (int(breaks[0]) if len(breaks) else len(doc) - start)
-    tag = _BLOCK_TAG.search(doc, start, end)  # Javadoc / JSDoc / PHPDoc / YARD: the tags end the text
-    end = tag.start() if tag else end
-    block = markup.HTML_BLOCK.search(doc, start, end) if html else None  # <p>, <ul>: a paragraph ends
-    end = block.start() if block else end
+    if html:  # Javadoc / JSDoc / PHPDoc / YARD: a block tag (@param) or block HTML (<p>) ends the text
+        for stop in (_BLOCK_TAG.search(doc, start, end), markup.HTML_BLOCK.search(doc, start, end)):
+            end = stop.start() if stop else end
     o = off[ds:de] - c0
     idx = ds + np.flatnonzero((o[:, 1] > start) & (o[:, 0] < end))
-    masked = _markup_mask(doc, start, end) if html else None
+    masked = _markup_mask(doc, end) if html else None
     keep = []
     for i in idx.tolist():
         a, b = int(off[i, 0]), int(off[i, 1])
         lo, hi = max(a - c0, start), min(b - c0, end)
         if masked is not None and (masked[lo:hi].any() or hi < b - c0):
-            # a token holding markup, or running past the summary: kept for text beside it only
-            if all(ch.isspace() or m for ch, m in zip(doc[lo:hi], masked[lo:hi])):
+            # a token holding markup or running past the summary: kept for the text beside it, and
+            # beside markup only for a word ("}." and ">," go, "e}" stays)
+            rest = "".join(ch for ch, mk in zip(doc[lo:hi], masked[lo:hi]) if not mk).strip()
+            if not rest or (masked[lo:hi].any() and not _WORD.search(rest)):
                 continue
         if _MARKER_ONLY.fullmatch(text, a, b):
             tok = text[a:b]
@@ -147,51 +147,67 @@ def summary_tokens(text: str, offsets: np.ndarray, ds: int, de: int, name: str =
     return np.asarray(keep, dtype=np.int64)
 
 
-def _skip_leading_tags(text: str, pos: int, end: int) -> int | None:
-    """`pos` (a word character of the doc text[..:end]), or, when that word is a block tag opening
-    its line (``@api``), the first word after the tag and its continuation lines (blank, or
-    indented deeper than the tag: YARD's rule); None when only tags are left. Columns are taken
-    in `text`, whose lines the doc's first line shares."""
-    while pos > 0 and text[pos - 1] == "@":
-        line = text.rfind("\n", 0, pos) + 1
-        if _LINE_LEAD.match(text, line).end() != pos - 1:
-            return pos  # an "@" inside the text, not a tag opening the line
-        tag_col = pos - 1 - line
-        nxt = text.find("\n", pos, end)
-        while nxt >= 0:
-            line = nxt + 1
-            lead = _LINE_LEAD.match(text, line, end).end()
-            nxt = text.find("\n", line, end)
-            blank = not text[lead : nxt if nxt >= 0 else end].strip()
-            if not blank and lead - line <= tag_col:
-                break
-        else:
-            return None
-        m = _WORD.search(text, lead, end)
+def _first_text_word(text: str, pos: int, end: int, lang: str) -> int | None:
+    """For a doc with markup (codept.text.markup.LANGS): `pos` (its first word character, in
+    `text`), or the first word after the markup that opens the doc, as the probe's query cleaner
+    reads it: HTML tags (``<p>``) and inline-tag names (``{@code`` of ``{@code x}``) are skipped;
+    block tags opening a line are skipped in Ruby (YARD's ``@api private``, with their indented
+    continuation lines), give the tag's text for ``@description`` / ``@summary``, and otherwise
+    mean no summary (a Javadoc with no text before its tags). None when nothing is left."""
+    while True:
+        skip = _markup_at(text, pos)
+        if skip is None and pos > 0 and text[pos - 1] == "@":
+            line = text.rfind("\n", 0, pos) + 1
+            if _LINE_LEAD.match(text, line).end() == pos - 1:  # a block tag opens the line
+                if lang == "ruby":
+                    skip = _tag_block_end(text, pos, end, tag_col=pos - 1 - line)
+                elif _DESCRIPTION_TAG.match(text, pos):
+                    skip = _DESCRIPTION_TAG.match(text, pos).end()
+                else:
+                    return None
+        if skip is None:
+            return pos
+        m = _WORD.search(text, skip, end)
         if m is None:
             return None
         pos = m.start()
-    return pos
 
 
-def _html_at(doc: str, pos: int):
-    """The HTML tag of `doc` (block or inline) that holds the word character at `pos`, or None."""
-    lt = doc.rfind("<", 0, pos)
-    if lt < 0 or ">" in doc[lt:pos]:
+def _tag_block_end(text: str, pos: int, end: int, tag_col: int) -> int:
+    """Where a YARD tag starting at its line's column `tag_col` ends: the start of the first later
+    line that is not blank and not indented deeper than the tag (`end` if none)."""
+    nxt = text.find("\n", pos, end)
+    while nxt >= 0:
+        line = nxt + 1
+        lead = _LINE_LEAD.match(text, line, end).end()
+        nxt = text.find("\n", line, end)
+        if text[lead : nxt if nxt >= 0 else end].strip() and lead - line <= tag_col:
+            return lead
+    return end
+
+
+def _markup_at(text: str, pos: int) -> int | None:
+    """The end of the HTML tag or inline-tag opening (``{@code ``) that holds the word character at
+    `pos`, or None."""
+    if text[max(pos - 2, 0) : pos] == "{@":
+        return markup.INLINE_TAG_OPEN.match(text, pos - 2).end()
+    lt = text.rfind("<", 0, pos)
+    if lt < 0 or ">" in text[lt:pos]:
         return None
-    return markup.HTML_BLOCK.match(doc, lt) or markup.HTML_INLINE.match(doc, lt)
+    tag = markup.HTML_BLOCK.match(text, lt) or markup.HTML_INLINE.match(text, lt)
+    return tag.end() if tag else None
 
 
-def _markup_mask(doc: str, start: int, end: int) -> np.ndarray:
-    """(len(doc),) bool: the chars of inline tags (``{@code `` and its closing ``}``) and HTML tags
-    in doc[start:end]."""
+def _markup_mask(doc: str, end: int) -> np.ndarray:
+    """(len(doc),) bool: the chars of doc[:end] that are markup: inline-tag openings (``{@code ``)
+    with their closing ``}``, and HTML tags."""
     mask = np.zeros(len(doc), dtype=bool)
-    for m in markup.INLINE_TAG_OPEN.finditer(doc, start, end):
+    for m in markup.INLINE_TAG_OPEN.finditer(doc, 0, end):
         mask[m.start() : m.end()] = True
         close = doc.find("}", m.end(), end)
         if close >= 0:
             mask[close] = True
-    for m in markup.HTML_INLINE.finditer(doc, start, end):
+    for m in markup.HTML_INLINE.finditer(doc, 0, end):
         mask[m.start() : m.end()] = True
     return mask
 

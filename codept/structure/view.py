@@ -8,7 +8,7 @@ This is the single, language-agnostic input of every code objective. Fields (T t
                            whitespace-only tokens; equal ids = one syntactic token (whole-leaf masking).
                            Text a node holds outside its children (Python's string content around
                            an escape sequence) is one unit per run between two leaves, with an id
-                           above the leaf count: every token with a non-space char has an id
+                           at or above the leaf count: every token with a non-space char has an id
   spans      (S, 3) int32  token start, token end (exclusive), kind (codept.structure.kinds.SPAN_KINDS);
                            sorted by (start, -end, kind); none overlaps a syntax error
   idents     (I, 5) int32  token start, end, name id (into ``names``), role (def/ref/free), binding id
