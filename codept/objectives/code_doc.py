@@ -114,7 +114,7 @@ def summary_tokens(text: str, offsets: np.ndarray, ds: int, de: int, name: str =
     if m is None or ">>>" in doc[: m.start()]:  # no words, or a doc that opens with a doctest
         return empty
     html = lang in markup.LANGS
-    first = _first_text_word(text, c0 + m.start(), c1, lang) if html else c0 + m.start()
+    first = _first_text_word(text, c0, c0 + m.start(), c1, lang) if html else c0 + m.start()
     if first is None:
         return empty
     start = first - c0
@@ -147,15 +147,15 @@ def summary_tokens(text: str, offsets: np.ndarray, ds: int, de: int, name: str =
     return np.asarray(keep, dtype=np.int64)
 
 
-def _first_text_word(text: str, pos: int, end: int, lang: str) -> int | None:
-    """For a doc with markup (codept.text.markup.LANGS): `pos` (its first word character, in
-    `text`), or the first word after the markup that opens the doc, as the probe's query cleaner
+def _first_text_word(text: str, begin: int, pos: int, end: int, lang: str) -> int | None:
+    """For a doc text[begin:end] with markup (codept.text.markup.LANGS): `pos` (its first word
+    character), or the first word after the markup that opens the doc, as the probe's query cleaner
     reads it: HTML tags (``<p>``) and inline-tag names (``{@code`` of ``{@code x}``) are skipped;
     block tags opening a line are skipped in Ruby (YARD's ``@api private``, with their indented
     continuation lines), give the tag's text for ``@description`` / ``@summary``, and otherwise
     mean no summary (a Javadoc with no text before its tags). None when nothing is left."""
     while True:
-        skip = _markup_at(text, pos)
+        skip = _markup_at(text, begin, pos)
         if skip is None and pos > 0 and text[pos - 1] == "@":
             line = text.rfind("\n", 0, pos) + 1
             if _LINE_LEAD.match(text, line).end() == pos - 1:  # a block tag opens the line
@@ -186,12 +186,12 @@ def _tag_block_end(text: str, pos: int, end: int, tag_col: int) -> int:
     return end
 
 
-def _markup_at(text: str, pos: int) -> int | None:
-    """The end of the HTML tag or inline-tag opening (``{@code ``) that holds the word character at
-    `pos`, or None."""
-    if text[max(pos - 2, 0) : pos] == "{@":
+def _markup_at(text: str, begin: int, pos: int) -> int | None:
+    """The end of the HTML tag or inline-tag opening (``{@code ``) that starts at or after `begin`
+    and holds the word character at `pos`, or None."""
+    if pos - 2 >= begin and text[pos - 2 : pos] == "{@":
         return markup.INLINE_TAG_OPEN.match(text, pos - 2).end()
-    lt = text.rfind("<", 0, pos)
+    lt = text.rfind("<", begin, pos)
     if lt < 0 or ">" in text[lt:pos]:
         return None
     tag = markup.HTML_BLOCK.match(text, lt) or markup.HTML_INLINE.match(text, lt)
