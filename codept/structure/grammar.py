@@ -479,7 +479,8 @@ def binding_floor(lang: str, source: bytes) -> int:
     """The least work any view of `source` needs from py-tree-sitter, for benchmarks: parse, visit
     every node once with a cursor reading its kind, and two query traversals (spans + locals, tags)
     with a query that never captures. Returns the number of nodes. What :func:`parse` costs beyond
-    this is our own Python/NumPy work (recording, captures, routing)."""
+    this: the real patterns' matching, one Python Node per capture, and our own recording and
+    routing."""
     root = _parser(lang).parse(source).root_node
     never = _never_query(lang)
     for _ in range(2):
