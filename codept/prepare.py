@@ -389,6 +389,12 @@ def _progress(total: int, enabled: bool):
     return update
 
 
+def _lang_line(lang: str, c: dict) -> str:
+    skipped = ", ".join(f"{k.split(':', 1)[1]} {n}" for k, n in sorted(c.items()) if k.startswith("skipped:"))
+    return (f"{lang}: {c.get('viewed', 0)} viewed, {c.get('tokens', 0):,} tokens, "
+            f"{c.get('with_syntax_errors', 0)} with syntax errors" + (f", skipped {skipped}" if skipped else ""))
+
+
 def format_summary(s: dict) -> str:
     lines = [
         f"codept prepare: {s['viewed']}/{s['inputs']} inputs viewed"
@@ -398,9 +404,7 @@ def format_summary(s: dict) -> str:
         f"({s.get('documented', 0):,} documented)",
         "  skipped: " + (", ".join(f"{k} {v}" for k, v in s["skipped"].items()) or "none"),
         "  redacted: " + (", ".join(f"{k} {v}" for k, v in s.get("redacted", {}).items()) or "none"),
-        "  per language: " + "; ".join(
-            f"{k}: {v.get('viewed', 0)} viewed, {v.get('tokens', 0):,} tokens, {v.get('with_syntax_errors', 0)} with syntax errors"
-            for k, v in s["per_lang"].items()),
+        "  per language: " + "; ".join(_lang_line(k, v) for k, v in s["per_lang"].items()),
         "  spans: " + ", ".join(f"{k} {v:,}" for k, v in s["spans"].items()),
         f"  -> {s['out']}",
     ]

@@ -11,7 +11,7 @@ import pytest
 
 from codept.data.redact import redact
 from codept.data.sources import read_source, stdlib_files
-from codept.prepare import PrepareConfig, load_views, prepare
+from codept.prepare import PrepareConfig, format_summary, load_views, prepare
 from codept.structure.view import CodeView, build_view
 from codept.tokenizer import default_tokenizer_dir, load_tokenizer, train_tokenizer
 
@@ -56,6 +56,10 @@ def test_hostile_corpus_complete_manifest(tmp_path, tok_dir):
     assert by["unreadable.py"]["status"] in ("viewed", "skipped")  # root can read a mode-000 file
     views = load_views(tmp_path / "out")
     assert len(views) == s["viewed"] == sum(r["status"] == "viewed" for r in rows)
+    # the summary accounts for every input per language too, and prints the skips with it
+    assert sum(n for c in s["per_lang"].values() for k, n in c.items()
+               if k == "viewed" or k.startswith("skipped:")) == s["inputs"]
+    assert "unknown: 0 viewed, 0 tokens, 0 with syntax errors, skipped " in format_summary(s)
 
 
 def test_broken_workers_are_an_error_and_not_cached(tmp_path, tok_dir, monkeypatch):
