@@ -174,8 +174,9 @@ def default_tokenizer_dir(vocab_size: int = DEFAULT_VOCAB_SIZE) -> Path:
     from codept.data.sources import stdlib_files
 
     files = stdlib_files()
+    code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()  # the training code: never stale
     key = hashlib.sha256(
-        json.dumps([vocab_size, special_tokens(), [str(f) for f in files]]).encode()
+        json.dumps([vocab_size, special_tokens(), [str(f) for f in files], code]).encode()
     ).hexdigest()[:16]
     out = cache_dir() / "tokenizers" / f"stdlib-{vocab_size}-{key}"
     if (out / "tokenizer.json").is_file():
