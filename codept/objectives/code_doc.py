@@ -12,7 +12,7 @@
    handled as the probe handles them), without the whitespace / quote / comment-marker tokens that
    hold a newline, open a line or open or close the doc: what a code-search query looks like
    (codept.probe.build.clean_query; exact agreement after normalisation, on 40-80 files of each
-   demo corpus: go 0.98, java 0.93, javascript 0.99, php 1.00, python 0.98, ruby 0.91). No pair
+   demo corpus: go 0.98, java 0.92, javascript 0.99, php 1.00, python 0.98, ruby 0.91). No pair
    (None) when no candidate's doc has a word, or each opens with a doctest.
    ``doc="raw"``: every token of the doc as written (quotes / comment markers included). Part 1 =
    the definition's tokens without the doc's tokens (Python: the
@@ -58,8 +58,7 @@ _WORD = re.compile(r"\w")
 _MARKER_ONLY = re.compile(r"[\s*/#'\"`]*")  # whitespace, quotes and comment markers only
 _STRING_PREFIX = re.compile(r"\s*[rRbBuU]{1,2}(?=[\"'])")  # r\"\"\"...: the prefix is not a word
 _LINE_LEAD = re.compile(r"[ \t]*(?:[*/#]+[ \t]*)?")  # a doc line's indentation and comment marker
-_BLOCK_TAG = re.compile(r"\n[ \t]*(?:[*/#]+[ \t]*)?@[A-Za-z!]")  # a line opening with @param, @return, ...
-_DESCRIPTION_TAG = re.compile(r"(?:description|desc|summary)\b", re.I)  # JSDoc: the text given by a tag
+_BLOCK_TAG = re.compile(r"\n" + _LINE_LEAD.pattern + "@[A-Za-z!]")  # a line opening with @param, @return, ...
 
 
 @dataclass(frozen=True)
@@ -161,8 +160,8 @@ def _first_text_word(text: str, begin: int, pos: int, end: int, lang: str) -> in
             if _LINE_LEAD.match(text, line).end() == pos - 1:  # a block tag opens the line
                 if lang == "ruby":
                     skip = _tag_block_end(text, pos, end, tag_col=pos - 1 - line)
-                elif _DESCRIPTION_TAG.match(text, pos):
-                    skip = _DESCRIPTION_TAG.match(text, pos).end()
+                elif described := markup.DESCRIPTION_TAG.match(text, pos - 1):
+                    skip = described.end()
                 else:
                     return None
         if skip is None:

@@ -75,7 +75,7 @@ import numpy as np
 from codept.probe import Pair, save_pairs
 from codept.structure.kinds import DEFINITION_KINDS
 from codept.structure.view import TokenText
-from codept.text.markup import BLOCK_TAG_LINE, HTML_BLOCK, HTML_INLINE
+from codept.text.markup import BLOCK_TAG_LINE, DESCRIPTION_TAG, HTML_BLOCK, HTML_INLINE
 from codept.text.markup import LANGS as MARKUP_LANGS
 
 PAIR_KINDS = frozenset(i for i, k in enumerate(DEFINITION_KINDS) if k in ("function", "method"))
@@ -106,7 +106,7 @@ _PY_STOP = re.compile(r"^\s*(?:>>>|\.\.\s+[\w-]+::|:[A-Za-z][\w ]*(?:\s[^:]*)?:(
 _PY_SIGNATURE = re.compile(r"^\s*[\w.]+\(.*\)\s*(?:->.*)?$")
 _PY_ROLE = re.compile(r":(?:[\w-]+:)*[\w-]+:`~?([^`<]*?)(?:\s*<[^>]*>)?`")
 
-_DESCRIPTION_TAG = re.compile(r"^\s*@(?:description|desc|summary)\b\s*", re.I)
+_DESCRIPTION_TAG = re.compile(r"^\s*" + DESCRIPTION_TAG.pattern, re.I)
 _INLINE_LINK_LABEL = re.compile(r"\[([^\]]+)\]\{@link(?:plain|code)?\s+[^}]*\}")
 _INLINE_LINK = re.compile(r"\{@(?:link|linkplain|linkcode|see)\s+([^\s}|]+)(?:\s*\|\s*|\s+)?([^}]*)\}")
 _INLINE_DROP = re.compile(r"\{@(?:inheritDoc|inheritdoc|internal)\s*\}")

@@ -11,6 +11,8 @@ import re
 
 # a line that opens with a block tag (@param, @return, @api): the description ends there
 BLOCK_TAG_LINE = re.compile(r"^\s*@[A-Za-z!]")
+# a JSDoc tag whose text is the description (when none comes before the tags)
+DESCRIPTION_TAG = re.compile(r"@(?:description|desc|summary)\b\s*", re.I)
 # HTML that ends a paragraph (a Javadoc first sentence ends there too) / that only formats text
 HTML_BLOCK = re.compile(
     r"</?(?:p|br|pre|ul|ol|li|h[1-6]|table|tr|td|th|thead|tbody|dl|dt|dd|hr|div|blockquote|center)\b[^>]*/?>",
