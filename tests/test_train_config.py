@@ -160,9 +160,9 @@ def test_override_parses_types():
 
 
 def test_override_rejects_unknown_keys_with_a_suggestion():
-    with pytest.raises(ValueError, match=r"unknown override key 'lrr'.*did you mean lr"):
+    with pytest.raises(ValueError, match=r"unknown setting 'lrr'.*did you mean lr"):
         override(RunConfig(), ["lrr=1"])
-    with pytest.raises(ValueError, match="unknown override key 'foo'.*fields: seq_len"):
+    with pytest.raises(ValueError, match="unknown setting 'foo'.*allowed: seq_len"):
         override(RunConfig(), ["foo=1"])
 
 
@@ -223,3 +223,79 @@ def test_lr_multiplier_is_finite_for_degenerate_schedules():
     for s in ({"kind": "cosine", "warmup_steps": 0, "total_steps": 1, "min_lr_ratio": 0.0},
               {"kind": "linear", "warmup_steps": 5, "total_steps": 5, "min_lr_ratio": 0.0}):
         assert all(math.isfinite(C.lr_multiplier(i, s)) for i in range(10))
+
+
+# ------------------------------------------------------------------------------------------------
+# parse_settings: the one parser of every recipe setting
+
+
+@dataclasses.dataclass(frozen=True)
+class _Probe:
+    every: int = 50
+    holdout: float = 0.1
+    project: str = "networkx"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Flags:
+    fast: bool = False
+    kinds: tuple[str, ...] = ("function",)
+    limit: "int | None" = None
+
+    def __post_init__(self):
+        if self.limit is not None and self.limit < 0:
+            raise ValueError(f"limit={self.limit}: must be >= 0")
+
+
+def _settings(*items, heads=("mlm", "contrastive")):
+    from codept.objectives import OBJECTIVES
+
+    objectives = {n: c for n, (_, c) in OBJECTIVES.items()}
+    return C.parse_settings(list(items), RunConfig(), {"probe": _Probe(), "flags": _Flags()}, objectives, heads)
+
+
+def test_parse_settings_routes_and_types_every_kind_of_key():
+    s = _settings("steps=7", "probe.every=0", "probe.project=", "flags.fast=YES", "flags.kinds=function,class",
+                  "flags.limit=3", "objective.mlm.rate=0.2", "objective.code_doc.kinds=function,method,class",
+                  "loss.contrastive=0.5")
+    assert s.run.steps == 7 and s.sections["probe"] == _Probe(every=0, project="")
+    assert s.sections["flags"] == _Flags(fast=True, kinds=("function", "class"), limit=3)
+    assert s.objectives == {"mlm": {"rate": 0.2}, "code_doc": {"kinds": ("function", "method", "class")}}
+    assert s.loss == {"contrastive": 0.5}
+    assert _settings("flags.limit=none").sections["flags"].limit is None
+    assert _settings("flags.kinds=").sections["flags"].kinds == ()
+
+
+@pytest.mark.parametrize("item,match", [
+    # the defects of the old recipe parser: a bool typo passed as False, a bad int had no key
+    ("flags.fast=ture", r"flags.fast='ture': expected a boolean: one of true/false/1/0/yes/no"),
+    ("probe.every=true", r"probe.every='true': expected an integer"),
+    ("probe.holdout=much", r"probe.holdout='much': expected a number"),
+    ("probe.evry=1", r"unknown setting 'probe.evry'.*did you mean probe.every"),
+    ("prob.every=1", r"unknown setting 'prob.every'.*no section 'prob'.*did you mean probe"),
+    ("flags.limit=-1", r"flags: limit=-1: must be >= 0"),
+    ("objective.mlmm.rate=0.2", r"unknown setting 'objective.mlmm'.*did you mean objective.mlm"),
+    ("objective.mlm.rat=0.2", r"unknown setting 'objective.mlm.rat'.*did you mean objective.mlm.rate"),
+    ("objective.mlm=0.2", r"expected objective.<name>.<field>=value"),
+    ("objective.mlm.rate=high", r"objective.mlm.rate='high': expected a number"),
+    ("objective.code_doc.doc=verbatim", r"objective.code_doc: code_doc doc='verbatim': expected one of"),
+    ("loss.mlm=-1", r"loss.mlm='-1': a loss weight must be >= 0"),
+    ("loss.mlm=inf", r"loss.mlm='inf': expected a finite number"),
+    ("loss.rtd=1", r"unknown setting 'loss.rtd'.*allowed: loss.mlm, loss.contrastive"),
+    ("=3", "expected key=value"),
+])
+def test_parse_settings_names_key_value_and_rule(item, match):
+    with pytest.raises(C.ConfigError, match=match):
+        _settings(item)
+
+
+@pytest.mark.parametrize("raw,want", [("true", True), ("False", False), ("1", True), ("0", False),
+                                      ("yes", True), ("NO", False)])
+def test_bool_accepts_exactly_the_documented_spellings(raw, want):
+    assert C.parse_value("k", raw, bool) is want
+
+
+@pytest.mark.parametrize("raw", ["ture", "", "2", "on", "off", "y", "t"])
+def test_bool_refuses_everything_else(raw):
+    with pytest.raises(C.ConfigError, match=f"k={raw!r}: expected a boolean"):
+        C.parse_value("k", raw, bool)
