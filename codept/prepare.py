@@ -41,6 +41,7 @@ from typing import Iterator
 import pyarrow as pa
 
 from codept import __version__
+from codept.data.jobs import SHARD_ROWS, ShardWriter, progress as progress_bar  # noqa: F401
 from codept.data.dedup import ExactDedup, NearDedup, content_hash, minhash_signature
 from codept.data.records import Record, Skip, iter_records, record_text
 from codept.data.redact import redact
@@ -49,7 +50,6 @@ from codept.structure import grammar, kinds
 from codept.structure.view import ARROW_SCHEMA, build_view
 from codept.tokenizer import cache_dir, default_tokenizer_dir, load_tokenizer, tokenizer_fingerprint
 
-SHARD_ROWS = 2000
 
 
 @dataclass(frozen=True)
@@ -129,55 +129,6 @@ def _view_one(state, item):
 
 
 # -- output --------------------------------------------------------------------------------------
-
-
-class ShardWriter:
-    """Rows -> Arrow stream shards of a ``save_to_disk``-compatible dataset folder."""
-
-    def __init__(self, out: Path, schema: pa.Schema, rows_per_shard: int = SHARD_ROWS, batch: int = 64):
-        self.out, self.schema, self.rows_per_shard, self.batch = out, schema, rows_per_shard, batch
-        self.buf: list[dict] = []
-        self.writer = None
-        self.rows_in_shard = 0
-        self.n_shards = 0
-
-    def write(self, row: dict) -> None:
-        self.buf.append(row)
-        if len(self.buf) >= self.batch:
-            self._flush()
-
-    def _flush(self, end: bool = False) -> None:
-        if self.buf:
-            if self.writer is None:
-                self.writer = pa.ipc.new_stream(str(self.out / f"data-{self.n_shards:05d}.arrow.tmp"), self.schema)
-                self.n_shards += 1
-            self.writer.write_table(pa.Table.from_pylist(self.buf, schema=self.schema))
-            self.rows_in_shard += len(self.buf)
-            self.buf.clear()
-        if self.writer is not None and (end or self.rows_in_shard >= self.rows_per_shard):
-            self.writer.close()
-            self.writer, self.rows_in_shard = None, 0
-
-    def close(self, fingerprint: str) -> int:
-        """Finish the last shard, name shards ``data-i-of-n``, write state.json / dataset_info.json."""
-        import datasets
-
-        self._flush(end=True)
-        files = []
-        for i in range(self.n_shards):
-            name = f"data-{i:05d}-of-{self.n_shards:05d}.arrow"
-            os.replace(self.out / f"data-{i:05d}.arrow.tmp", self.out / name)
-            files.append({"filename": name})
-        if not files:  # an empty dataset still loads
-            with pa.ipc.new_stream(str(self.out / "data-00000-of-00001.arrow"), self.schema) as w:
-                w.write_table(self.schema.empty_table())
-            files.append({"filename": "data-00000-of-00001.arrow"})
-        info = datasets.DatasetInfo(features=datasets.Features.from_arrow_schema(self.schema))
-        info.write_to_directory(str(self.out))
-        state = {"_data_files": files, "_fingerprint": fingerprint, "_format_columns": None, "_format_kwargs": {},
-                 "_format_type": None, "_output_all_columns": False, "_split": None}
-        (self.out / "state.json").write_text(json.dumps(state, indent=2) + "\n")
-        return self.n_shards
 
 
 def load_views(*outs: str | Path):
@@ -276,7 +227,7 @@ def prepare(sources: list[str], out: Path | None = None, tokenizer_dir: Path | N
     per_lang: dict[str, Counter] = {}
     planned: list[int] = []  # indices of this shard, in input order
     sent: list[int] = []  # input index of every record handed to the workers, in order
-    bar = _progress(n_inputs, progress)
+    bar = progress_bar(n_inputs, progress)
 
     def work() -> Iterator[tuple[int, Record]]:
         """Records to view; skips, duplicates and other shards' inputs are settled on the way."""
@@ -374,19 +325,6 @@ def prepare(sources: list[str], out: Path | None = None, tokenizer_dir: Path | N
     (out / "DONE").write_text(key + "\n")
     summary["cached"] = False
     return summary
-
-
-def _progress(total: int, enabled: bool):
-    from tqdm import tqdm
-
-    bar = tqdm(total=total, unit="input", disable=not enabled, mininterval=1.0)
-
-    def update(n: int, close: bool = False) -> None:
-        bar.update(n)
-        if close:
-            bar.close()
-
-    return update
 
 
 def _lang_line(lang: str, c: dict) -> str:

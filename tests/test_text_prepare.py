@@ -53,3 +53,23 @@ def test_prepare_text_documents_pairs_and_manifest(tmp_path):
     again = prepare_text([str(src)], out=tmp_path / "out", tokenizer_dir=tmp_path / "tok",
                          cfg=TextConfig(workers=2), progress=False)
     assert again["cached"] and again["cache_key"] == s["cache_key"]
+
+
+def test_text_path_imports_no_tree_sitter():
+    """Layering: reading a .txt and preparing text need no grammar (a subprocess: a clean sys.modules)."""
+    import subprocess
+    import sys
+
+    code = ("import codept.text.readers, codept.text.prepare, codept.data.jobs, sys; "
+            "from codept.text.readers import read_file; "
+            "assert 'tree_sitter' not in sys.modules, 'tree_sitter imported'")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_skipfile_has_one_home():
+    from codept.data import jobs
+    from codept.structure import grammar
+    from codept.text import readers
+
+    assert grammar.SkipFile is jobs.SkipFile is readers.SkipFile

@@ -54,8 +54,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from codept.data.jobs import SkipFile
 from codept.data.sources import BOM, DEFAULT_MAX_BYTES, decode_source, discover, read_source
-from codept.structure.grammar import SkipFile, available_languages, language_for_path
+from codept.structure.grammar import available_languages, language_for_path
 
 BATCH_ROWS = 1024
 DATA_SUFFIXES = (".jsonl", ".jsonl.gz", ".parquet")

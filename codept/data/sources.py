@@ -15,12 +15,11 @@ Not covered yet (data-pipeline issue): jsonl/parquet/HF inputs, dedup, redaction
 from __future__ import annotations
 
 import gzip
-import hashlib
 import os
 import sysconfig
 from pathlib import Path
 
-from codept.structure.grammar import SkipFile, language_for_path
+from codept.data.jobs import SkipFile, sha256_file  # noqa: F401  (sha256_file: its old home)
 
 STDLIB_EXCLUDE = {"test", "tests", "idlelib", "lib2to3", "site-packages", "__pycache__"}
 DEFAULT_MAX_BYTES = 1_000_000
@@ -83,6 +82,8 @@ def walk(sources: list[str | os.PathLike], classify) -> tuple[list[tuple[str, st
 def discover(sources: list[str | os.PathLike]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """Code files -> (files [(path, lang)], skipped [(path, reason)]), both sorted by path."""
 
+    from codept.structure.grammar import language_for_path  # only here: text readers need no grammar
+
     def classify(p: Path):
         lang = language_for_path(p)
         return (lang, None) if lang else (None, ("unknown_language", ""))
@@ -108,15 +109,6 @@ def read_bytes(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES) -> b
 def read_source(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
     """Read and decode one source file, or raise SkipFile naming the filter that refused it."""
     return decode_source(read_bytes(path, max_bytes), max_bytes)
-
-
-def sha256_file(path: str | os.PathLike, block: int = 1 << 22) -> str:
-    """Hex sha256 of a file, read in blocks (manifests of fetched corpora and checkpoints)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(block), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def decode_source(data: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> str:

@@ -46,18 +46,10 @@ from pathlib import Path
 import numpy as np
 import tree_sitter as ts
 
+from codept.data.jobs import SkipFile  # noqa: F401  (moved to the neutral module; re-exported)
 from codept.structure import kinds
 
 QUERY_FILES = ("spans", "locals", "tags")
-
-
-class SkipFile(Exception):
-    """A file that cannot be viewed; ``reason`` is a short stable key for manifests."""
-
-    def __init__(self, reason: str, detail: str = ""):
-        super().__init__(f"{reason}: {detail}" if detail else reason)
-        self.reason = reason
-        self.detail = detail
 
 
 def grammars_dir() -> Path:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from codept import __version__
 from codept.data.redact import redact
-from codept.prepare import ShardWriter, _progress
+from codept.data.jobs import ShardWriter, progress as progress_bar
 from codept.text.build import build_doc
 from codept.text.readers import PairDoc, Skip, TextDoc, discover, read_file
 from codept.text.segment import segmenter_fingerprint
@@ -130,7 +130,7 @@ def prepare_text(sources: list[str], out: Path | None = None, tokenizer_dir: Pat
     reasons: Counter = Counter()
     inner: Counter = Counter()
     redacted: Counter = Counter()
-    bar = _progress(len(files), progress)
+    bar = progress_bar(len(files), progress)
     nxt = 0
     with open(out / "manifest.jsonl", "w") as manifest:
         for s in skipped:

@@ -51,6 +51,7 @@ without borders, substitutions); dedup and redaction (codept.data handles them f
 from __future__ import annotations
 
 import codecs
+import copy
 import gettext
 import gzip
 import io
@@ -65,7 +66,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from codept.data.sources import decode_source, read_bytes, walk
-from codept.structure.grammar import SkipFile
+from codept.data.jobs import SkipFile
 from codept.text.segment import HAN, KANA, count_words, guess_lang, normalise_lang
 
 TEXT_MAX_BYTES = 8_000_000  # per input file; views cost ~20 bytes of temporaries per char
@@ -241,238 +242,182 @@ def plain_to_text(text: str) -> str:
     return _join(_blocks(text.splitlines()))
 
 
-# -- Markdown -------------------------------------------------------------------------------------
+# -- Markdown (markdown-it-py) --------------------------------------------------------------------
 
-_MD_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
-_MD_ATX = re.compile(r"^\s{0,3}#{1,6}(?:\s+(.*?))?\s*#*\s*$")
-_MD_SETEXT = re.compile(r"^\s{0,3}(?:=+|-+)\s*$")
-_MD_HR = re.compile(r"^\s{0,3}([-*_])(?:\s*\1){2,}\s*$")
-_MD_TABLE_SEP = re.compile(r"^\s*\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)+\|?\s*$")
-_MD_LINKDEF = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*\S")
-_MD_QUOTE = re.compile(r"^\s*(?:>\s?)+")
-_MD_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,9}[.)])\s+")
-_HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
-_HTML_TAG = re.compile(r"</?(?:a|abbr|b|br|code|dd|del|details|div|dl|dt|em|h[1-6]|hr|i|img|ins|kbd|li|ol|p|"
-                       r"pre|s|samp|small|span|strong|sub|summary|sup|table|tbody|td|th|thead|tr|u|ul|var)"
-                       r"\b[^>]*>", re.I)
-_MD_CODE = re.compile(r"(`+)(.+?)\1", re.S)
-_MD_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
-_MD_LINK = re.compile(r"\[([^\]]+)\](?:\([^)]*\)|\[[^\]]*\])")
-_MD_STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
-_MD_EM = re.compile(r"(?<![\w*])\*(?=[^\s*])([^*\n]+?)(?<=\S)\*(?![\w*])")
-_MD_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>~])")
+_MD_FRONT_MATTER = re.compile(r"\A---[ \t]*\n.*?\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.S)
+_md_parser = None
 
 
-def _md_inline(s: str) -> str:
-    s = _MD_IMAGE.sub(r"\1", s)
-    s = _MD_LINK.sub(r"\1", s)  # before code spans: link text is often code ([`path.sep`][])
-    parts = _MD_CODE.split(s)  # [text, ticks, code, text, ticks, code, ...]
+def _markdown_it():
+    """CommonMark + GFM tables and strikethrough, raw HTML recognised (so it can be dropped); built once."""
+    global _md_parser
+    if _md_parser is None:
+        from markdown_it import MarkdownIt
+        _md_parser = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
+    return _md_parser
+
+
+def _md_inline_text(children) -> str:
+    """Visible text of an inline token's children: markup, raw HTML and link targets dropped,
+    code spans and image alt text kept, line breaks kept as newlines (for reflow)."""
     out = []
-    for i in range(0, len(parts), 3):
-        t = parts[i]
-        t = _HTML_TAG.sub("", t)
-        t = _MD_STRONG.sub(r"\2", t)
-        t = _MD_EM.sub(r"\1", t)
-        out.append(_MD_ESCAPE.sub(r"\1", t))
-        if i + 2 < len(parts):
-            out.append(parts[i + 2].strip())
+    for c in children or ():
+        if c.type in ("text", "code_inline"):
+            out.append(c.content)
+        elif c.type in ("softbreak", "hardbreak"):
+            out.append("\n")
+        elif c.type == "image":
+            out.append(_md_inline_text(c.children))
     return "".join(out)
 
 
 def markdown_to_text(text: str) -> str:
-    """Markdown -> plain paragraphs (see the module docstring for what is dropped)."""
-    text = _HTML_COMMENT.sub("", text)
-    lines = text.splitlines()
-    if lines and lines[0].strip() == "---":  # YAML front matter
-        for j in range(1, len(lines)):
-            if lines[j].strip() in ("---", "..."):
-                lines = lines[j + 1 :]
-                break
+    """Markdown -> plain paragraphs: each inline run (paragraph, heading, list item, quote) outside
+    tables becomes one paragraph; code blocks, HTML blocks and link definitions carry no inline run."""
+    text = _MD_FRONT_MATTER.sub("", text, count=1)
     paras: list[list[str]] = []
-    cur: list[str] = []
-
-    def flush():
-        nonlocal cur
-        if cur:
-            paras.append(cur)
-            cur = []
-
-    fence = None
-    for line in lines:
-        if fence is not None:
-            m = _MD_FENCE.match(line)
-            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not line.strip(fence[0] + " \t"):
-                fence = None
-            continue
-        m = _MD_FENCE.match(line)
-        if m:
-            flush()
-            fence = m.group(1)
-            continue
-        if not line.strip():
-            flush()
-            continue
-        if "<!--" in line:  # an unterminated comment opener (terminated ones are gone): drop the line
-            continue
-        m = _MD_ATX.match(line)
-        if m:
-            flush()
-            paras.append([m.group(1) or ""])
-            continue
-        if _MD_SETEXT.match(line) and cur:
-            title = cur.pop()
-            flush()
-            paras.append([title])
-            continue
-        if _MD_HR.match(line) or _MD_TABLE_SEP.match(line) or line.lstrip().startswith("|") or _MD_LINKDEF.match(line):
-            if line.lstrip().startswith("|") or _MD_TABLE_SEP.match(line):
-                cur = []  # a table's header row came before its separator: drop it too
-            flush()
-            continue
-        line = _MD_QUOTE.sub("", line)
-        m = _MD_ITEM.match(line)
-        if m:
-            flush()
-            line = line[m.end() :]
-        cur.append(line)
-    flush()
-    return _join(paras, _md_inline)
+    in_table = 0
+    for tok in _markdown_it().parse(text):
+        if tok.type == "table_open":
+            in_table += 1
+        elif tok.type == "table_close":
+            in_table -= 1
+        elif tok.type == "inline" and not in_table:
+            paras.append(_md_inline_text(tok.children).split("\n"))
+    return _join(paras)
 
 
-# -- reStructuredText -----------------------------------------------------------------------------
+# -- reStructuredText (docutils) ------------------------------------------------------------------
 
+# Sphinx directives whose body is not prose (docutils' own code/image/math/table/raw/include/contents
+# produce nodes that _RST_SKIP drops).
 RST_DROP_BODY = frozenset(
-    "code code-block sourcecode literalinclude highlight image figure toctree math raw include csv-table "
-    "list-table table tabularcolumns graphviz productionlist testcode testoutput testsetup testcleanup doctest "
-    "autosummary automodule autoclass autofunction index only ifconfig contents sectnum kernel-doc "
-    "kernel-feat kernel-abi kernel-include flat-table c:macro-dummy".split())
-_RST_ADORN = re.compile(r"^([=\-`:'\"~^_*+#<>.!$%&,/;?@\\|])\1{2,}\s*$")
-_RST_DIRECTIVE = re.compile(r"^(\s*)\.\.\s+([\w:.+-]+)::(.*)$")
-_RST_EXPLICIT = re.compile(r"^(\s*)\.\.(?:\s|$)")
-_RST_OPTION = re.compile(r"^\s*:[\w.+ -]+:(?:\s|$)")
-_RST_TABLE = re.compile(r"^\s*(?:\+[-=+]+\+|=+(?:\s+=+)+)\s*$")
-_RST_ITEM = re.compile(r"^\s*(?:[-*+•‣]|\d{1,9}[.)]|#\.|\(?[a-zA-Z0-9]\))\s+")
-_RST_LITERAL = re.compile(r"``(.+?)``")
-_RST_ROLE = re.compile(r":[\w:.+-]+:`([^`]*)`")
-_RST_REF = re.compile(r"`([^`]*?)\s*<[^<>`]*>`_{0,2}")
-_RST_INTERP = re.compile(r"`([^`]+)`_{0,2}")
-_RST_STRONG = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
-_RST_EM = re.compile(r"(?<![\w*])\*(?=[^\s*])([^*\n]+?)(?<=\S)\*(?![\w*])")
-_RST_FOOTNOTE = re.compile(r"\s?\[(?:#[\w-]*|\d+|\*)\]_")
-_RST_ESCAPE = re.compile(r"\\(.)")
+    "code-block sourcecode literalinclude highlight toctree tabularcolumns graphviz productionlist testcode "
+    "testoutput testsetup testcleanup doctest autosummary automodule autoclass autofunction index only ifconfig "
+    "kernel-doc kernel-feat kernel-abi kernel-include flat-table sectionauthor moduleauthor codeauthor".split())
+_RST_VERSION = frozenset("versionadded versionchanged deprecated deprecated-removed".split())
+_RST_DIRECTIVE_NAME = re.compile(r"^[ \t]*\.\.[ \t]+([\w:.+-]+?)[ \t]*::", re.M)
 
 
-def _rst_role_text(m: re.Match) -> str:
-    t = m.group(1)
-    t = re.sub(r"\s*<[^<>]*>$", "", t) if t.rstrip().endswith(">") and "<" in t else t
-    if t.startswith("~"):  # Sphinx: show the last component only
-        t = t[1:].rsplit(".", 1)[-1]
-    return t.lstrip("!")
+def _rst_role_text(text: str) -> str:
+    """Sphinx cross-reference text as rendered: ``title <target>`` -> title, ``~a.b`` -> b, ``!x`` -> x."""
+    if text.endswith(">") and " <" in text:
+        text = text[: text.rindex(" <")].rstrip()
+    if text.startswith("~"):
+        text = text[1:].rsplit(".", 1)[-1]
+    return text.lstrip("!")
 
 
-def _rst_inline(s: str) -> str:
-    parts = _RST_LITERAL.split(s)  # [text, literal, text, ...]
-    out = []
-    for i, t in enumerate(parts):
-        if i % 2:
-            out.append(t)
+_rst_state = None
+
+
+def _docutils():
+    """(parser, settings, directive classes), built once. Unknown (Sphinx) roles render their text; see
+    :func:`_register_directives` for directives. Reports are silenced and nothing halts the parse."""
+    global _rst_state
+    if _rst_state is not None:
+        return _rst_state
+    from docutils import frontend, nodes
+    from docutils.parsers.rst import Directive, Parser, directives, roles, states, unescape
+
+    class Inliner(states.Inliner):
+        def interpreted(self, rawsource, text, role, lineno):
+            if roles.role(role, self.language, lineno, self.reporter)[0] is not None:
+                return super().interpreted(rawsource, text, role, lineno)
+            return [nodes.Text(_rst_role_text(unescape(text)))], []
+
+    class AnyOptions(dict):  # a Sphinx directive's options are not known here: accept (and drop) any
+        def __missing__(self, key):
+            return directives.unchanged
+
+    class Text(Directive):
+        """A Sphinx directive whose body is prose (function, class, seealso, ...): body kept, signature dropped."""
+        has_content, optional_arguments, final_argument_whitespace = True, 99, True
+        option_spec = AnyOptions(noindex=directives.flag)
+
+        def run(self):
+            node = nodes.container()
+            if self.name in _RST_VERSION and len(self.arguments) > 1:  # ".. versionchanged:: 3.2 Text."
+                node += nodes.paragraph(text=" ".join(self.arguments[1:]))
+            self.state.nested_parse(self.content, self.content_offset, node)
+            return [node]
+
+    class Drop(Text):
+        def run(self):
+            return []
+
+    parser = Parser(inliner=Inliner())
+    settings = frontend.get_default_settings(Parser)
+    for k, v in dict(report_level=5, halt_level=5, warning_stream=io.StringIO(), file_insertion_enabled=False,
+                     raw_enabled=False, smart_quotes=False, syntax_highlight="none", doctitle_xform=False,
+                     sectsubtitle_xform=False, _disable_config=True, tab_width=8).items():
+        setattr(settings, k, v)
+    _rst_state = parser, settings, Text, Drop
+    return _rst_state
+
+
+def _register_directives(text: str, text_cls, drop_cls) -> None:
+    """Directive names used in `text` that docutils does not know get a generic handler in docutils'
+    process-wide registry (once per name): RST_DROP_BODY names drop their body, others keep it. docutils'
+    ``class`` directive is replaced too: in Sphinx sources it is the Python domain's class."""
+    from docutils.parsers.rst import directives
+    from docutils.parsers.rst.languages import en
+
+    for name in {m.group(1).lower() for m in _RST_DIRECTIVE_NAME.finditer(text)}:
+        if name in directives._directives and name != "class":
             continue
-        t = _RST_ROLE.sub(_rst_role_text, t)
-        t = _RST_REF.sub(r"\1", t)
-        t = _RST_INTERP.sub(r"\1", t)
-        t = _RST_STRONG.sub(r"\1", t)
-        t = _RST_EM.sub(r"\1", t)
-        t = _RST_FOOTNOTE.sub("", t)
-        out.append(_RST_ESCAPE.sub(r"\1", t))
+        if name != "class" and en.directives.get(name, name) in directives._directive_registry:
+            continue
+        base = name.split(":")[-1]
+        directives.register_directive(name, drop_cls if base in RST_DROP_BODY else text_cls)
+
+
+def _rst_skip():
+    from docutils import nodes
+    return (nodes.literal_block, nodes.doctest_block, nodes.comment, nodes.substitution_definition,
+            nodes.system_message, nodes.problematic, nodes.raw, nodes.image, nodes.table, nodes.math_block,
+            nodes.footnote, nodes.citation, nodes.footnote_reference, nodes.citation_reference, nodes.label,
+            nodes.generated, nodes.pending)
+
+
+def _rst_paragraphs(doc) -> Iterator[str]:
+    """Each block text element (paragraph, title, term, line, ...) -> its visible text, in document order;
+    an explicit stack (no recursion), skipped subtrees never entered."""
+    from docutils import nodes
+    skip = _rst_skip()
+    stack = [doc]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, skip) or (isinstance(node, nodes.topic) and "contents" in node["classes"]):
+            continue
+        if isinstance(node, nodes.TextElement) and not isinstance(node, nodes.Inline):
+            yield _rst_text(node, skip)
+            continue
+        stack.extend(reversed(node.children))
+
+
+def _rst_text(node, skip) -> str:
+    from docutils import nodes
+    out, stack = [], [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, nodes.Text):
+            out.append(str(n))
+        elif not isinstance(n, skip):
+            stack.extend(reversed(n.children))
     return "".join(out)
 
 
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip())
-
-
 def rst_to_text(text: str) -> str:
-    """reStructuredText -> plain paragraphs (see the module docstring for what is dropped)."""
-    lines = text.expandtabs(8).splitlines()
-    paras: list[list[str]] = []
-    cur: list[str] = []
-    cur_indent = 0
-    skip_deeper: int | None = None  # skip blank lines and lines indented more than this
-    literal_after: int | None = None  # the last paragraph ended with '::' at this indent
-    drop_block = False  # inside a table or doctest block: drop until a blank line
-    in_options = False  # right after a kept directive: drop its ':option: value' lines
+    """reStructuredText -> plain paragraphs: the docutils doctree (with Sphinx roles and directives
+    handled generically) walked for the text of its block elements; code, tables, comments, targets,
+    footnotes, substitution definitions and markup errors dropped."""
+    from docutils.core import publish_doctree
 
-    def flush():
-        nonlocal cur, literal_after
-        if cur:
-            last = cur[-1].rstrip()
-            if last.endswith("::"):
-                literal_after = cur_indent
-                cur[-1] = last[:-2].rstrip() + (":" if last[:-2].strip() and not last[:-2].endswith(" ") else "")
-                if not cur[-1].strip():
-                    cur.pop()
-            if cur:
-                paras.append(cur)
-            cur = []
-
-    for line in lines:
-        s = line.strip()
-        if skip_deeper is not None:
-            if not s or _indent(line) > skip_deeper:
-                continue
-            skip_deeper = None
-        if drop_block:
-            if s:
-                continue
-            drop_block = False
-        if not s:
-            flush()
-            continue
-        if literal_after is not None:
-            ind = _indent(line)
-            la, literal_after = literal_after, None
-            if ind > la:  # the literal block of a preceding '::'
-                skip_deeper = la
-                continue
-        if _RST_TABLE.match(line) or s.startswith(">>>"):
-            cur = []
-            drop_block = True
-            continue
-        if _RST_ADORN.match(line):  # over/underline: the line before it is a title
-            title = cur.pop() if cur else None
-            flush()
-            if title is not None:
-                paras.append([title])
-            continue
-        m = _RST_DIRECTIVE.match(line)
-        if m:
-            flush()
-            ind, name = len(m.group(1)), m.group(2).lower()
-            if name in RST_DROP_BODY or name.split(":")[-1] in RST_DROP_BODY:
-                skip_deeper = ind
-            else:  # keep the body (note, warning, function, ...), drop the signature/arguments
-                in_options = True
-            continue
-        if _RST_EXPLICIT.match(line):  # comment, target, footnote, substitution: drop with its body
-            flush()
-            skip_deeper = _indent(line)
-            continue
-        if in_options:
-            if _RST_OPTION.match(line) and not cur:
-                continue
-            in_options = False
-        if not cur:
-            cur_indent = _indent(line)
-        m = _RST_ITEM.match(line)
-        if m:
-            flush()
-            cur_indent = _indent(line)
-            line = line[m.end() :]
-        elif s.startswith("| "):  # line block
-            line = s[2:]
-        cur.append(line)
-    flush()
-    return _join(paras, _rst_inline)
+    parser, settings, text_cls, drop_cls = _docutils()
+    _register_directives(text, text_cls, drop_cls)
+    doc = publish_doctree(text, parser=parser, settings=copy.copy(settings))
+    return _join(p.split("\n") for p in _rst_paragraphs(doc))
 
 
 # -- man pages ------------------------------------------------------------------------------------
@@ -732,94 +677,34 @@ def _read_mo(path: str, pair_langs, max_bytes: int, min_src_words: int) -> Itera
     yield from catalog_pairs(path, _mo_entries(t._catalog), langs[0], langs[1], min_src_words)
 
 
-# .po: a small parser ----------------------------------------------------------------------------
-
-_PO_KEY = re.compile(r'^(msgctxt|msgid|msgid_plural|msgstr(?:\[(\d+)\])?)\s*"(.*)"\s*$')
-_PO_CONT = re.compile(r'^"(.*)"\s*$')
-_C_ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]{1,2}|[0-7]{1,3}|.)")
-_C_SIMPLE = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
+# .po: polib ------------------------------------------------------------------------------------
 
 
-def _unescape(s: str) -> str:
-    def one(m: re.Match) -> str:
-        e = m.group(1)
-        if e[0] == "x":
-            return chr(int(e[1:], 16))
-        if e[0] in "01234567":
-            return chr(int(e, 8))
-        return _C_SIMPLE.get(e, e)
+def _po_catalog(text: str, path: str):
+    """The polib catalog of decoded .po text; a syntax error is a SkipFile naming the line."""
+    import polib
 
-    return _C_ESCAPE.sub(one, s) if "\\" in s else s
-
-
-@dataclass
-class PoEntry:
-    msgid: str = ""
-    msgid_plural: str | None = None
-    msgctxt: str | None = None
-    msgstr: dict | None = None  # plural index (0 for a singular msgstr) -> string
-    fuzzy: bool = False
-
-
-def parse_po(text: str, where: str = "<po>") -> Iterator[PoEntry]:
-    """Entries of a .po file, in order (obsolete ``#~`` entries are not returned).
-    Raises ValueError naming the line for anything that is not .po syntax."""
-    entry = PoEntry()
-    field: tuple[str, int] | None = None
-    started = False
-    for n, raw in enumerate(text.split("\n"), 1):
-        line = raw.strip()
-        if not line:
-            continue
-        if line.startswith("#"):
-            if started and entry.msgstr is not None:  # a comment after msgstr starts a new entry
-                yield entry
-                entry, field, started = PoEntry(), None, False
-            if line.startswith("#,") and "fuzzy" in [x.strip() for x in line[2:].split(",")]:
-                entry.fuzzy = True
-            continue
-        m = _PO_KEY.match(line)
-        if m:
-            key, idx, val = m.group(1), m.group(2), _unescape(m.group(3))
-            if key in ("msgctxt", "msgid") and entry.msgstr is not None:
-                yield entry
-                entry, started = PoEntry(), False
-            started = True
-            if key.startswith("msgstr"):
-                entry.msgstr = entry.msgstr or {}
-                i = int(idx) if idx is not None else 0
-                entry.msgstr[i] = val
-                field = ("msgstr", i)
-            else:
-                setattr(entry, key, val)
-                field = (key, -1)
-            continue
-        m = _PO_CONT.match(line)
-        if m and field is not None:
-            val = _unescape(m.group(1))
-            if field[0] == "msgstr":
-                entry.msgstr[field[1]] += val
-            else:
-                setattr(entry, field[0], (getattr(entry, field[0]) or "") + val)
-            continue
-        raise ValueError(f"{where}:{n}: not .po syntax (keyword, quoted continuation or comment): {raw[:80]!r}")
-    if started and entry.msgstr is not None:
-        yield entry
-
-
-def _po_header(entries: list[PoEntry]) -> dict:
-    for e in entries:
-        if e.msgid == "" and e.msgctxt is None and e.msgstr:
-            out = {}
-            for line in e.msgstr.get(0, "").split("\n"):
-                k, _, v = line.partition(":")
-                if v:
-                    out[k.strip().lower()] = v.strip()
-            return out
-    return {}
+    try:  # polib takes a string that is not an existing file as the catalog's contents
+        return polib.pofile(text if "\n" in text else text + "\n", check_for_duplicates=False)
+    except (OSError, ValueError) as e:
+        raise SkipFile("bad_catalog", f"polib: {e}") from e
 
 
 def _read_po(path: str, pair_langs, max_bytes: int, min_src_words: int) -> Iterator[Item]:
+    text = _decode_po(path, _po_bytes(path, max_bytes))
+    po = _po_catalog(text.replace("\r\n", "\n"), path)
+    langs = catalog_langs(path, po.metadata.get("Language"), pair_langs)
+    if langs is None:
+        raise SkipFile("unknown_pair_langs", "no Language header, locale directory, locale file name or pair_langs")
+    live = [e for e in po if not e.obsolete]
+    fuzzy = sum(1 for e in live if e.fuzzy)
+    pairs = [(e.msgid, e.msgstr or e.msgstr_plural.get(0, "")) for e in live if not e.fuzzy]
+    yield from catalog_pairs(path, pairs, langs[0], langs[1], min_src_words)
+    if fuzzy:
+        yield Skip(path, "fuzzy", "fuzzy entries are not reviewed translations", fuzzy)
+
+
+def _po_bytes(path: str, max_bytes: int) -> bytes:
     try:
         size = os.path.getsize(path)
         if size > max_bytes:
@@ -831,24 +716,17 @@ def _read_po(path: str, pair_langs, max_bytes: int, min_src_words: int) -> Itera
         raise SkipFile("unreadable", f"{type(e).__name__}: {e}") from e
     if len(data) > max_bytes:
         raise SkipFile("too_large", f"> max_bytes={max_bytes} after decompression")
+    return data
+
+
+def _decode_po(path: str, data: bytes) -> str:
+    """Decode by the header's charset (the template placeholder ``CHARSET`` and no header mean UTF-8)."""
     m = re.search(rb"charset=([A-Za-z0-9_.:-]+)", data[:4096])
     charset = m.group(1).decode("ascii") if m else "utf-8"
-    if charset.upper() == "CHARSET":  # the template's placeholder
+    if charset.upper() == "CHARSET":
         charset = "utf-8"
     try:
         codecs.lookup(charset)
-        text = data.decode(charset)
+        return data.decode(charset)
     except (LookupError, UnicodeDecodeError) as e:
         raise SkipFile("bad_catalog", f"charset {charset!r}: {type(e).__name__}") from e
-    try:
-        entries = list(parse_po(text.replace("\r\n", "\n"), path))
-    except ValueError as e:
-        raise SkipFile("bad_catalog", str(e)) from e
-    langs = catalog_langs(path, _po_header(entries).get("language"), pair_langs)
-    if langs is None:
-        raise SkipFile("unknown_pair_langs", "no Language header, locale directory, locale file name or pair_langs")
-    fuzzy = sum(1 for e in entries if e.fuzzy and e.msgid)
-    pairs = [(e.msgid, (e.msgstr or {}).get(0, "")) for e in entries if not e.fuzzy or not e.msgid]
-    yield from catalog_pairs(path, pairs, langs[0], langs[1], min_src_words)
-    if fuzzy:
-        yield Skip(path, "fuzzy", "fuzzy entries are not reviewed translations", fuzzy)
