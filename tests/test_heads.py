@@ -268,3 +268,83 @@ def test_contrastive_negatives_gathered_across_ranks(tmp_path):
             local = head(hid[r].detach(), _pair_batch(r, step)[1])[0]
             # more negatives, a larger loss than the local-only one (step 1: rank 1 sends none)
             assert local.item() < loss if step == 0 else abs(local.item() - loss) < 1e-4
+
+
+# --- validation metrics: (loss_sum, n_valid, correct, count) from the same forward ------------------
+
+
+def _with_rtd(batch):
+    rtd = torch.where(batch["labels.mlm"] != IGNORE, 1, IGNORE)
+    rtd[:, :5] = 0
+    rtd[batch["segment_ids"] == 0] = IGNORE
+    return dict(batch, **{"labels.rtd": rtd})
+
+
+@pytest.mark.parametrize("name", ["mlm", "lm", "rtd", "sop", "edge"])
+def test_metrics_loss_equals_training_loss_and_hits_are_argmax(model, batch, name):
+    torch.manual_seed(1)
+    head = H.build_head(name, model).eval()
+    b = _with_rtd(batch)
+    hidden = model.encode(b)
+    loss, n = head(hidden, b)
+    m = head(hidden, b, metrics=True)
+    assert isinstance(m, H.Metrics) and m.loss_sum.item() == loss.item() and m.n_valid.item() == n.item() > 0
+    assert m.count.item() == n.item()
+    # the reference: top-1 of the head's own logits, recomputed by hand for two heads
+    if name == "mlm":
+        valid = b["labels.mlm"] != IGNORE
+        want = int((head.logits(hidden[valid]).argmax(-1) == b["labels.mlm"][valid]).sum())
+        assert m.correct.item() == want
+    if name == "rtd":
+        valid = b["labels.rtd"] != IGNORE
+        logits = head.out(F.gelu(head.dense(hidden[valid])))
+        assert m.correct.item() == int((logits.argmax(-1) == b["labels.rtd"][valid]).sum())
+    assert 0 <= m.correct.item() <= m.count.item()
+
+
+def test_metrics_of_a_perfect_mlm_head_are_all_correct(model, batch):
+    head = H.build_head("mlm", model)
+    with torch.no_grad():
+        head.bias.zero_()
+        head.bias[batch["labels.mlm"][batch["labels.mlm"] != IGNORE][0]] = 1e4  # always predicts one id
+    m = head(model.encode(batch), batch, metrics=True)
+    labels = batch["labels.mlm"][batch["labels.mlm"] != IGNORE]
+    assert m.correct.item() == int((labels == labels[0]).sum()) and m.count.item() == len(labels)
+
+
+def test_contrastive_metrics_retrieve_the_partner(model, rows):
+    batch = collate(rows)
+    remap = {0: 0, 1: 1, 2: 2, 3: 3, 4: 4, 5: IGNORE, 6: IGNORE}
+    pair = batch["scalar.pair"].clone().apply_(lambda v: remap.get(v, v))
+    b = dict(batch, **{"scalar.pair": pair})
+    head = H.build_head("contrastive", model)
+    hidden = model.encode(b)
+    fake = torch.zeros_like(hidden)  # each pair on its own axis: the partner is the top-1 both ways
+    seg = b["segment_ids"]
+    for i in range(seg.shape[0]):
+        for d in range(pair.shape[1]):
+            v = pair[i, d].item()
+            if v != IGNORE:
+                fake[i, seg[i] == d + 1, (v // 2) % hidden.shape[-1]] = 1.0
+    m = head(fake, b, metrics=True)
+    assert (m.n_valid.item(), m.correct.item(), m.count.item()) == (2, 4, 4)
+    assert m.loss_sum.item() == head(fake, b)[0].item()
+    swapped = fake.clone()  # pair 0's code side now looks like pair 1: both its directions miss
+    for i in range(seg.shape[0]):
+        for d in range(pair.shape[1]):
+            if pair[i, d].item() == 1:
+                swapped[i, seg[i] == d + 1] = 0.0
+                swapped[i, seg[i] == d + 1, 1 % hidden.shape[-1]] = 1.0
+    assert head(swapped, b, metrics=True).correct.item() < 4
+
+
+def test_pretrainer_metrics_cover_every_head(batch):
+    torch.manual_seed(0)
+    m = T.Transformer(T.tiny())
+    model = H.Pretrainer(m, {n: H.build_head(n, m) for n in ("mlm", "contrastive", "rtd")}).eval()
+    with torch.no_grad():
+        out = model(batch, metrics=True)
+        train = model(batch)
+    assert set(out) == {"mlm", "contrastive", "rtd"} and all(isinstance(v, H.Metrics) for v in out.values())
+    assert out["rtd"].count.item() == 0 and out["mlm"].count.item() > 0  # no labels.rtd: zeros
+    assert all(out[h].loss_sum.item() == train[h][0].item() for h in out)

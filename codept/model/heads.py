@@ -29,6 +29,12 @@ Algorithms:
      value ``2 * pair_id + side`` (side 0 = e.g. doc, 1 = code). Every matched pair is scored against
      all other-side documents of the micro-batch on every data-parallel rank (in-batch negatives,
      all-gathered with gradient), both directions, temperature tau.
+Validation: ``head(hidden, batch, metrics=True)`` returns :class:`Metrics` (loss_sum, n_valid,
+correct, count) from the same scores: correct = argmax == target for the LM, token, pair and pointer
+heads; for ContrastiveHead the top-1 retrieval of the partner among the other-side documents it
+scores (the micro-step's, gathered over ranks), both directions (count = 2 per pair). Passing the
+flag through ``forward`` (not a separate method) keeps ZeRO-3's parameter gathering, which hooks
+``forward``, working.
 Cost: LM heads O(N_labelled V C); pointer O(K T C) per row; contrastive O(M^2 C) for M documents.
 Selecting labelled positions by boolean index costs one host-device sync per head and step.
 Not covered: the varlen layout; negatives across micro-batches of one step or from a queue (the
@@ -40,6 +46,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -53,6 +60,31 @@ def _zero_loss(*tensors: torch.Tensor) -> torch.Tensor:
     """A 0 connected to the graph: a head without records this micro-batch still yields (zero)
     gradients for its parameters, which data-parallel reductions expect."""
     return sum(t.sum() for t in tensors) * 0.0
+
+
+class Metrics(NamedTuple):
+    """What a head returns with ``metrics=True`` (held-out validation): its loss and accuracy terms,
+    each a sum over the batch, so they add up over micro-batches and ranks like the loss does."""
+
+    loss_sum: torch.Tensor
+    n_valid: torch.Tensor
+    correct: torch.Tensor
+    """Records whose top-1 prediction is right (argmax == target; the partner for contrastive)."""
+    count: torch.Tensor
+    """Records scored for accuracy (n_valid; 2 per pair for contrastive: both directions)."""
+
+
+def _classify(logits: torch.Tensor, target: torch.Tensor, n: torch.Tensor, metrics: bool, *keep: torch.Tensor):
+    """Cross-entropy SUM of (N, K) logits against (N,) targets, and n; with ``metrics`` a
+    :class:`Metrics` whose ``correct`` counts argmax == target. ``keep``: tensors a graph-connected
+    zero loss is built from when N = 0."""
+    if logits.shape[0] == 0:
+        loss = _zero_loss(logits, *keep)
+    else:
+        loss = F.cross_entropy(logits.float(), target, reduction="sum")
+    if not metrics:
+        return loss, n
+    return Metrics(loss, n, (logits.argmax(-1) == target).sum(), n)
 
 
 def _init(module: nn.Module, std: float) -> None:
@@ -91,13 +123,11 @@ class LMHead(nn.Module):
         nxt = torch.where(same_doc, labels[:, 1:], torch.full_like(labels[:, 1:], IGNORE))
         return torch.cat([nxt, torch.full_like(labels[:, :1], IGNORE)], dim=1)  # last token predicts nothing
 
-    def forward(self, hidden: torch.Tensor, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, hidden: torch.Tensor, batch: dict, metrics: bool = False):
         targets = self.targets(batch)  # (B, T)
         valid = targets != IGNORE
         logits = self.logits(hidden[valid])  # (N, V): only labelled positions
-        if logits.shape[0] == 0:
-            return _zero_loss(logits, self.bias), valid.sum()
-        return F.cross_entropy(logits.float(), targets[valid], reduction="sum"), valid.sum()
+        return _classify(logits, targets[valid], valid.sum(), metrics, self.bias)
 
 
 class TokenClassifier(nn.Module):
@@ -111,13 +141,11 @@ class TokenClassifier(nn.Module):
         self.out = nn.Linear(cfg.hidden, n_classes)
         _init(self, cfg.init_std)
 
-    def forward(self, hidden: torch.Tensor, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, hidden: torch.Tensor, batch: dict, metrics: bool = False):
         labels = batch[self.field]  # (B, T)
         valid = labels != IGNORE
         logits = self.out(F.gelu(self.dense(hidden[valid])))  # (N, n_classes)
-        if logits.shape[0] == 0:
-            return _zero_loss(logits), valid.sum()
-        return F.cross_entropy(logits.float(), labels[valid], reduction="sum"), valid.sum()
+        return _classify(logits, labels[valid], valid.sum(), metrics)
 
 
 def first_tokens(segment_ids: torch.Tensor, n_docs: int) -> torch.Tensor:
@@ -141,16 +169,14 @@ class PairClassifier(nn.Module):
         self.out = nn.Linear(cfg.hidden, n_classes)
         _init(self, cfg.init_std)
 
-    def forward(self, hidden: torch.Tensor, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, hidden: torch.Tensor, batch: dict, metrics: bool = False):
         labels = batch[self.field]  # (B, D), IGNORE-padded
         b, t, c = hidden.shape
         first = first_tokens(batch["segment_ids"], labels.shape[1])  # (B, D)
         valid = (labels != IGNORE) & (first < t)
         h = hidden.gather(1, first.clamp(max=t - 1)[..., None].expand(-1, -1, c))  # (B, D, C)
         logits = self.out(torch.tanh(self.pool(h[valid])))  # (N, n_classes)
-        if logits.shape[0] == 0:
-            return _zero_loss(logits), valid.sum()
-        return F.cross_entropy(logits.float(), labels[valid], reduction="sum"), valid.sum()
+        return _classify(logits, labels[valid], valid.sum(), metrics)
 
 
 class PointerHead(nn.Module):
@@ -165,7 +191,7 @@ class PointerHead(nn.Module):
         self.none = nn.Parameter(torch.zeros(()))  # score of "src has no target"
         _init(self, cfg.init_std)
 
-    def forward(self, hidden: torch.Tensor, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, hidden: torch.Tensor, batch: dict, metrics: bool = False):
         ptr = batch[self.field]  # (B, K, 2)
         if ptr.dim() != 3 or ptr.shape[-1] != 2:
             raise ValueError(f"{self.field} has shape {tuple(ptr.shape)}; PointerHead expects (B, K, 2) pairs")
@@ -181,9 +207,7 @@ class PointerHead(nn.Module):
         scores = scores.masked_fill(~same_doc, float("-inf"))
         scores = torch.cat([scores, self.none.float().expand(b, scores.shape[1], 1)], dim=-1)  # (B, K, T+1)
         target = torch.where(dst >= 0, dst, torch.full_like(dst, t))  # "none" is column T
-        if not bool(valid.any()):
-            return _zero_loss(q, k, self.none), valid.sum()
-        return F.cross_entropy(scores[valid], target[valid], reduction="sum"), valid.sum()
+        return _classify(scores[valid], target[valid], valid.sum(), metrics, q, k, self.none)
 
 
 def _gather_rows(z: torch.Tensor, key: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -262,7 +286,7 @@ class ContrastiveHead(nn.Module):
         ok = (keys != IGNORE) & (count > 0)
         return F.normalize(pooled[ok].float(), dim=-1), keys[ok]
 
-    def forward(self, hidden: torch.Tensor, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, hidden: torch.Tensor, batch: dict, metrics: bool = False):
         z, key = self.embed(hidden, batch)
         m, off = len(key), 0
         if self.gather and _data_parallel():
@@ -278,16 +302,25 @@ class ContrastiveHead(nn.Module):
         own = mine[side == 0][ia]  # the pairs of this rank
         n = own.sum()
         if len(ia) == 0:
-            return _zero_loss(hidden, z), n
-        terms = (F.cross_entropy(a[ia] @ b.T / self.temperature, ib, reduction="none")
-                 + F.cross_entropy(b[ib] @ a.T / self.temperature, ia, reduction="none")) / 2  # per pair
-        if len(key) == m:  # no other rank's rows: every pair is local
-            return terms.sum(), n
+            loss = _zero_loss(hidden, z)
+            return Metrics(loss, n, torch.zeros_like(n), 2 * n) if metrics else (loss, n)
+        ab, ba = a[ia] @ b.T / self.temperature, b[ib] @ a.T / self.temperature  # (P, Nb), (P, Na)
+        terms = (F.cross_entropy(ab, ib, reduction="none") + F.cross_entropy(ba, ia, reduction="none")) / 2
+        if metrics:  # top-1 retrieval of the partner, both directions, this rank's pairs
+            hit = ((ab.argmax(-1) == ib) & own).sum() + ((ba.argmax(-1) == ia) & own).sum()
+            return Metrics(self._value(terms, own, len(key) == m, hidden), n, hit, 2 * n)
+        return self._value(terms, own, len(key) == m, hidden), n
+
+    @staticmethod
+    def _value(terms: torch.Tensor, own: torch.Tensor, local: bool, hidden: torch.Tensor) -> torch.Tensor:
+        """The loss sum to return from the per-pair terms of every rank's pairs (see the class doc)."""
+        if local:  # no other rank's rows: every pair is local
+            return terms.sum()
         # value: this rank's pairs (summed over ranks: the loss of the whole batch); gradient: that of
         # every rank's pairs through this rank's rows (averaged over ranks: the whole batch's gradient)
         total = terms.sum()
         # + a graph-connected 0: this rank may hold no rows at all this micro-step
-        return total + (terms[own].sum() - total).detach() + _zero_loss(hidden), n
+        return total + (terms[own].sum() - total).detach() + _zero_loss(hidden)
 
 
 # name -> constructor(model, **options); the name is also the default label key.
@@ -336,13 +369,16 @@ class Pretrainer(nn.Module):
         self.model = model
         self.heads = nn.ModuleDict(heads)
 
-    def forward(self, batch: dict) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    def forward(self, batch: dict, metrics: bool = False) -> dict[str, tuple]:
+        """{head: (loss_sum, n_valid)}; with ``metrics`` {head: :class:`Metrics`} (validation: the
+        same forward, plus each head's top-1 hits; run it under torch.no_grad, in eval mode)."""
         hidden = self.model.encode(batch)  # (B, T, C)
         out = {}
         for name, head in self.heads.items():
             if head.field in batch or getattr(head, "always_forward", False):
-                out[name] = head(hidden, batch)
+                out[name] = head(hidden, batch, metrics=True) if metrics else head(hidden, batch)
             else:
                 none = torch.zeros((), dtype=torch.long, device=hidden.device)
-                out[name] = (_zero_loss(hidden, *head.parameters()), none)
+                loss = _zero_loss(hidden, *head.parameters())
+                out[name] = Metrics(loss, none, none, none) if metrics else (loss, none)
         return out
