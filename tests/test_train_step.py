@@ -129,3 +129,71 @@ def test_label_counts():
     b = {"input_ids": torch.zeros(2, 3), "labels.mlm": torch.tensor([[1, IGNORE, 2], [IGNORE] * 3]),
          "labels.rtd": torch.tensor([[0, 1, 0], [1, 1, IGNORE]])}
     assert E.label_counts(b) == {"mlm": 2, "rtd": 5}
+
+
+def _a_b_batches():
+    mbs = []
+    for b in _batches()[:2]:
+        mbs.append({"input_ids": b["input_ids"], "labels.a": b["labels.lm"],
+                    "labels.b": torch.where(b["labels.lm"] == IGNORE, b["input_ids"], IGNORE)})
+    return mbs
+
+
+def _grads(model):
+    return {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+def _head_mean_grads(mbs, h):
+    """Gradient of head h's token mean over the step alone (the reference, one process)."""
+    ref = W.TinyLM(seed=0, dropout=0.0)
+    outs = [_two_heads(ref, b)[h] for b in mbs]
+    (sum(o[0] for o in outs) / sum(o[1] for o in outs)).backward()
+    return _grads(ref)
+
+
+@pytest.mark.parametrize("wa,wb", [(0.0, 1.0), (2.5, 0.0), (0.3, 1.7)])
+def test_head_weights_reach_the_gradient_exactly(wa, wb):
+    """total loss = sum_h w_h * S_h / N_h: the applied gradient is w_a * grad(mean_a) + w_b * grad(mean_b);
+    a weight of 0 leaves no trace of its head in the gradient."""
+    mbs = _a_b_batches()
+    model = W.TinyLM(seed=0, dropout=0.0)
+    logs = E.train_step(FakeEngine(model, 2), mbs, _two_heads, weights={"a": wa, "b": wb})
+    ga, gb = _head_mean_grads(mbs, "a"), _head_mean_grads(mbs, "b")
+    for n, g in _grads(model).items():
+        torch.testing.assert_close(g, wa * ga[n] + wb * gb[n], atol=1e-7, rtol=1e-5, msg=n)
+    assert logs["loss"] == pytest.approx(wa * logs["loss.a"] + wb * logs["loss.b"], rel=1e-12)
+    assert math.isfinite(logs["loss.a"]) and math.isfinite(logs["loss.b"])  # still logged when weighed 0
+
+
+@pytest.mark.parametrize("weights,match", [({"c": 1.0}, r"heads \['c'\] that the step does not train"),
+                                           ({"a": -1.0}, r"\{'a': -1.0\}: each must be finite and >= 0"),
+                                           ({"b": float("nan")}, "finite and >= 0")])
+def test_bad_head_weights_are_refused_before_any_forward(weights, match):
+    model = W.TinyLM(seed=0, dropout=0.0)
+    with pytest.raises(ValueError, match=match):
+        E.train_step(FakeEngine(model, 2), _a_b_batches(), _two_heads, weights=weights)
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_evaluate_reports_per_head_loss_and_accuracy_in_eval_mode(byte_tok):
+    from codept.data.collate import collate
+    from codept.data.pack import pack
+    from codept.model import heads as H
+    from codept.model import transformer as T
+    from model_data import SEQ, real_examples
+
+    rows = pack(real_examples(byte_tok), SEQ, pad_id=0)
+    batches = [collate(rows[:2]), collate(rows[2:])]
+    torch.manual_seed(0)
+    m = T.Transformer(T.configure(T.tiny(), dropout=0.3))
+    net = H.Pretrainer(m, {"mlm": H.build_head("mlm", m), "rtd": H.build_head("rtd", m)}).train()
+    logs = E.evaluate(FakeEngine(net, 1), batches, ["mlm", "rtd"])
+    assert net.training  # mode restored
+    net.eval()
+    with torch.no_grad():
+        outs = [net(b, metrics=True)["mlm"] for b in batches]
+    s, n, c, k = (sum(float(o[i]) for o in outs) for i in range(4))
+    assert logs["val/mlm/loss"] == pytest.approx(s / n, rel=1e-9) and logs["val/mlm/acc"] == pytest.approx(c / k)
+    assert logs["val/mlm/n"] == n > 0
+    assert math.isnan(logs["val/rtd/loss"]) and math.isnan(logs["val/rtd/acc"])  # no rtd labels here
+    assert E.evaluate(FakeEngine(net, 1), batches, ["mlm", "rtd"])["val/mlm/loss"] == logs["val/mlm/loss"]

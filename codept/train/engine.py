@@ -39,6 +39,9 @@ after the update, nothing per token. A head with N_h = 0 over the whole step con
 is logged as nan). The heads' own n_valid are checked against count_fn after the step (all ranks
 raise together on a mismatch).
 
+:func:`evaluate` (engine, fixed held-out micro-batches, heads) -> ``val/<h>/loss`` and ``val/<h>/acc``
+(codept.model.heads.Metrics summed over batches and ranks; eval mode, no_grad; a collective).
+
 Also here: :func:`init_distributed` (on CPU it also tunes glibc malloc: :func:`tune_cpu_allocator`),
 collectives for codept.train.checkpoint, :func:`full_params` / :func:`full_grads` (ZeRO-aware, for tests
 and export), :func:`shutdown` (destroy the process group, delete this job's
@@ -54,6 +57,7 @@ from __future__ import annotations
 
 import glob
 import logging
+import math
 import os
 import sys
 import zlib
@@ -122,7 +126,9 @@ def tune_cpu_allocator() -> dict[str, str]:
 
 def init_distributed(timeout_s: float = 1800.0) -> World:
     """Join the process group the launcher (``deepspeed``/``torchrun``) set up: gloo on CPU, the
-    accelerator's backend (nccl) otherwise. On CPU it also calls :func:`tune_cpu_allocator`."""
+    accelerator's backend (nccl) otherwise. On CPU it also calls :func:`tune_cpu_allocator` and, once
+    every rank has mapped its peers' shared-memory all-reduce buffers, deletes this rank's
+    ``/dev/shm`` buffer file (the mapping lives on; DeepSpeed never deletes it, 66 MiB per rank)."""
     from datetime import timedelta
 
     from deepspeed.accelerator import get_accelerator
@@ -131,6 +137,12 @@ def init_distributed(timeout_s: float = 1800.0) -> World:
     if backend == "gloo":
         tune_cpu_allocator()
     deepspeed.init_distributed(dist_backend=backend, timeout=timedelta(seconds=timeout_s))
+    if backend == "gloo" and dist.get_world_size() > 1:
+        # every rank created its shared-memory buffer file and mapped its peers' inside
+        # init_distributed (DeepSpeed's shm_initialize); past this barrier nobody opens them again,
+        # so each rank unlinks its own now: no exit path (error, SIGTERM, kill -9) can leave them
+        dist.barrier()
+        remove_shm_files()
     local = int(os.environ.get("LOCAL_RANK", 0))
     if get_accelerator().device_name() != "cpu":
         get_accelerator().set_device(local)
@@ -194,6 +206,19 @@ def _dp_group(engine):
     return getattr(engine, "data_parallel_group", None)
 
 
+def check_weights(weights: Mapping[str, float] | None, heads: list[str]) -> dict[str, float]:
+    """Per-head loss weights as a dict (default 1.0); a weight for a head not in ``heads``, or one
+    that is not finite and >= 0, is a ValueError naming it."""
+    weights = dict(weights or {})
+    unknown = sorted(set(weights) - set(heads))
+    if unknown:
+        raise ValueError(f"loss weights for heads {unknown} that the step does not train (heads: {heads})")
+    bad = {h: w for h, w in weights.items() if not (math.isfinite(w) and w >= 0)}
+    if bad:
+        raise ValueError(f"loss weights {bad}: each must be finite and >= 0")
+    return weights
+
+
 def train_step(engine, micro_batches: list[Mapping[str, torch.Tensor]], loss_fn: LossFn, *,
                count_fn: CountFn = label_counts, heads: "list[str] | None" = None,
                weights: Mapping[str, float] | None = None,
@@ -210,7 +235,6 @@ def train_step(engine, micro_batches: list[Mapping[str, torch.Tensor]], loss_fn:
     if k != gas:
         raise ValueError(f"train_step got {k} micro-batches but the engine accumulates over "
                          f"gradient_accumulation_steps={gas} (derived from the RunConfig): pass exactly {gas}")
-    weights = dict(weights or {})
     W = dp_world_size(engine)
 
     # 1. counts before any forward: N_h over micro-batches and ranks
@@ -224,6 +248,7 @@ def train_step(engine, micro_batches: list[Mapping[str, torch.Tensor]], loss_fn:
             raise ValueError(f"count_fn counted heads {extra} that are not in heads={heads}")
     if not heads:
         raise ValueError("count_fn found no heads in the micro-batches (no 'labels.<head>' keys?)")
+    weights = check_weights(weights, heads)
     hidx = {h: i for i, h in enumerate(heads)}
     n_local = torch.zeros(len(heads), dtype=torch.float64)
     for c in counts:
@@ -295,6 +320,41 @@ def train_step(engine, micro_batches: list[Mapping[str, torch.Tensor]], loss_fn:
     logs["lr"] = float(lrs[0]) if lrs else float("nan")
     gn = engine.get_global_grad_norm()
     logs["grad_norm"] = float(gn) if gn is not None else float("nan")
+    return logs
+
+
+# ------------------------------------------------------------------------------------------------
+# held-out validation
+
+
+@torch.no_grad()
+def evaluate(engine, batches: list[Mapping[str, torch.Tensor]], heads: list[str]) -> dict[str, float]:
+    """Per-head loss and accuracy of the model on fixed held-out micro-batches: ``{'val/<h>/loss',
+    'val/<h>/acc', 'val/<h>/n'}``, global over all data-parallel ranks (sums of loss_sum, n_valid,
+    correct, count, one all-reduce). Runs ``engine.module(batch, metrics=True)`` (a
+    codept.model.heads.Pretrainer) in eval mode under no_grad, then restores the mode. A collective:
+    every rank calls it with the same number of batches (ZeRO-3 gathers parameters in each forward,
+    the contrastive head gathers rows). A head with no record is reported as nan."""
+    module = engine.module
+    was_training = module.training
+    module.eval()
+    sums = torch.zeros(len(heads), 4, dtype=torch.float64, device=engine.device)
+    try:
+        for batch in batches:
+            out = module(_to(batch, engine.device), metrics=True)
+            for i, h in enumerate(heads):
+                sums[i] += torch.stack([torch.as_tensor(v, device=engine.device).double() for v in out[h]])
+    finally:
+        module.train(was_training)
+    if dist.is_initialized():
+        dist.all_reduce(sums, group=_dp_group(engine))
+    sums = sums.cpu()
+    logs = {}
+    for i, h in enumerate(heads):
+        loss, n, correct, count = (float(v) for v in sums[i])
+        logs[f"val/{h}/loss"] = loss / n if n > 0 else float("nan")
+        logs[f"val/{h}/acc"] = correct / count if count > 0 else float("nan")
+        logs[f"val/{h}/n"] = n
     return logs
 
 
@@ -376,11 +436,33 @@ def shm_files(addr: str | None = None, port: str | int | None = None, ranks=None
     return sorted({f for p in pats for f in glob.glob(p)})
 
 
+def _own_rank() -> int:
+    if dist.is_initialized():
+        return dist.get_rank()
+    return int(os.environ.get("RANK", 0))
+
+
+def remove_shm_files() -> list[str]:
+    """Delete THIS rank's ``/dev/shm`` all-reduce buffer file of this job (the one this process
+    created; named by MASTER_ADDR/MASTER_PORT and the rank); returns what was deleted. Safe once every
+    peer has mapped it (they map at init_distributed); a no-op outside a launched job."""
+    if "MASTER_PORT" not in os.environ:
+        return []
+    gone = []
+    for f in shm_files(ranks=[_own_rank()]):
+        try:
+            os.unlink(f)
+            gone.append(f)
+        except FileNotFoundError:
+            pass
+    return gone
+
+
 def shutdown() -> None:
     """End of a run, on every rank: barrier, ``destroy_process_group`` (avoids the rc-250 abort at
-    exit seen with ZeRO-3), then delete this rank's shared-memory buffer file (DeepSpeed never
-    does; the peers have mapped it already, so unlinking is safe)."""
-    me = rank()
+    exit seen with ZeRO-3), then delete this rank's shared-memory buffer file if it is still there
+    (init_distributed deletes it already)."""
+    me = _own_rank()
     if dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
