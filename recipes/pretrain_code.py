@@ -4,20 +4,29 @@ With no arguments (preset ``debug_cpu``) it prepares the running interpreter's s
 (cached), trains (cached) a tokenizer, trains a small encoder with the default code-objective mixture
 (``code_doc``: code <-> docstring contrastive pairs; see DataConfig) on the launched ranks (gloo on CPU, NCCL on GPUs) for a few minutes, and prints
 a summary. Steps:
+  0. every setting is parsed and checked before any work (codept.train.loop.configure): a bad one is
+     one message naming the key, the value and the rule, printed once, exit code 2;
   1. join the process group; rank 0 prepares the views (codept.prepare, cached), the others wait;
   2. one stream per rank: objectives x views, exact mixture, best-fit packing (codept.data.stream);
+     fixed held-out validation rows from the files the in-domain probe holds out (never trained on);
   3. model + heads (codept.model), DeepSpeed engine with batch/optimizer/schedule derived from the
      RunConfig (codept.train.config / engine); resume from ``out_dir/latest`` if present;
-  4. each optimizer step: k micro-batches of ``micro_batch_rows`` rows, loss normalised over the
-     whole step (codept.train.engine.train_step); checkpoints with the stream state and RNG;
-  5. code-search probes (codept.probe.defaults): in-domain = held-out files of the training corpus (never
-     trained on), cross-project = networkx; a cheap probe every ``probe.every`` steps is logged as
-     ``eval/mrr_<lang>`` (cross-project) and ``eval/in_domain/mrr_<lang>``; the final probe compares
+  4. each optimizer step: k micro-batches of ``micro_batch_rows`` rows, loss = sum over heads of
+     ``loss.<head>`` x the head's token mean over the whole step (codept.train.engine.train_step);
+     checkpoints with the stream state and RNG;
+  5. every ``val.every`` steps and at the end: ``val/<head>/loss`` and ``val/<head>/acc`` on the held-out
+     rows (codept.train.loop); code-search probes (codept.probe.defaults): in-domain = held-out files of
+     the training corpus, cross-project = networkx; a cheap probe every ``probe.every`` steps is logged
+     as ``eval/mrr_<lang>`` (cross-project) and ``eval/in_domain/mrr_<lang>``; the final probe compares
      the model with BM25 and a random-init encoder (cached baselines);
-  6. rank 0 logs (progress bar, TensorBoard scalars, loss-curve PNG) and prints the summary.
-Overrides: RunConfig fields (``steps=200``), model fields with ``model.`` (``model.layers=2``), data
-settings with ``data.`` (``data.mixture=mlm:2,syntax_span:1``), probe settings with ``probe.``
-(``probe.every=0``, ``probe.project=``); unknown keys are refused.
+  6. rank 0 logs (progress bar, TensorBoard scalars, losses.jsonl / eval.jsonl line-buffered, loss plot
+     with a validation panel) and prints the summary (``val`` next to ``probe_mrr``).
+Overrides (one parser, codept.train.config.parse_settings): RunConfig fields (``steps=200``), model
+fields with ``model.`` (``model.layers=2``), data settings with ``data.`` (``data.mixture=mlm:2,syntax_span:1``),
+probe settings with ``probe.`` (``probe.every=0``, ``probe.project=``), validation with ``val.``
+(``val.every=25``, ``val.rows=64``), objective settings ``objective.<name>.<field>`` (``objective.mlm.rate=0.2``),
+per-head loss weights ``loss.<head>`` (``loss.mlm=0.5``, default 1); unknown keys, bad values and
+settings for objectives or heads the mixture does not train are refused.
 Continued pretraining: ``--init-from DIR`` starts from a transformers BERT/RoBERTa encoder folder
 (config.json, weights, tokenizer.json), e.g. all-MiniLM-L6-v2: its shape and tokenizer replace the
 preset's (views are prepared with that tokenizer, cached separately), its MLM head is loaded when the
@@ -38,16 +47,9 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # 2 ranks on 2 cores: no thread oversubscription
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import torch  # noqa: E402
-
-from codept.data.collate import collate  # noqa: E402
-from codept.data.stream import Mixture, PackedStream  # noqa: E402
-from codept.data.views import view_source  # noqa: E402
 from codept.model import transformer as T  # noqa: E402
-from codept.model.heads import Pretrainer, build_head, target_counts  # noqa: E402
+from codept.model.heads import Pretrainer, build_head  # noqa: E402
 from codept.model.hf import init_from, load_mlm_head  # noqa: E402
-from codept.objectives import HEADS_OF  # noqa: E402
-from codept.objectives import build as build_objective  # noqa: E402
 from codept.objectives.render import Vocab  # noqa: E402
 from codept.probe import load_pairs  # noqa: E402
 from codept.probe.defaults import ProbeConfig, baseline, default_probes  # noqa: E402
@@ -57,7 +59,8 @@ from codept.prepare import load_views, prepare  # noqa: E402
 from codept.tokenizer import default_tokenizer_dir, load_tokenizer  # noqa: E402
 from codept.train import checkpoint  # noqa: E402
 from codept.train import engine as E  # noqa: E402
-from codept.train.config import RunConfig, override  # noqa: E402
+from codept.train import loop as L  # noqa: E402
+from codept.train.config import ConfigError, RunConfig  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,24 +104,22 @@ PRESETS = {"debug_cpu": debug_cpu, "small_1xh200": small_1xh200, "base_8xh200": 
 
 
 def configure(preset: str, items: list[str]):
-    """(RunConfig, ModelConfig, DataConfig, ProbeConfig) of a preset with key=value overrides applied."""
+    """(Settings, mixture) of a preset with key=value overrides applied and checked (codept.train.loop)."""
     if preset not in PRESETS:
-        raise SystemExit(f"unknown preset {preset!r}; presets: {sorted(PRESETS)}")
+        raise ConfigError(f"--preset {preset!r}: unknown; presets: {sorted(PRESETS)}")
     run, model, data = PRESETS[preset]()
-    probe = ProbeConfig()
-    prefixes = ("model.", "data.", "probe.")
-    run = override(run, [x for x in items if not x.startswith(prefixes)])
-    cast = {"int": int, "float": float, "bool": lambda v: v.lower() in ("1", "true", "yes"), "str": str}
-    out = []
-    for prefix, cfg in zip(prefixes, (model, data, probe)):
-        kw = dict(x[len(prefix):].split("=", 1) for x in items if x.startswith(prefix))
-        types = {f.name: str(f.type) for f in dataclasses.fields(cfg)}
-        bad = sorted(set(kw) - set(types))
-        if bad:
-            raise SystemExit(f"unknown override keys {[prefix + k for k in bad]}; {prefix[:-1]} has {sorted(types)}")
-        out.append(dataclasses.replace(cfg, **{k: cast[types[k]](v) for k, v in kw.items()}))
-    model, data, probe = out
-    return run, T.configure(model), data, probe
+    return L.configure(items, run, {"model": model, "data": data, "probe": ProbeConfig(), "val": L.ValConfig()})
+
+
+def check_init_from(init_dir: Path | None, items: list[str]) -> None:
+    if init_dir is None:
+        return
+    shape = {"vocab_size", "hidden", "layers", "heads", "intermediate", "max_positions", "type_vocab_size"}
+    bad = sorted(shape & {x[6:].split("=", 1)[0] for x in items if x.startswith("model.")})
+    if bad:
+        raise ConfigError(f"--init-from {init_dir}: the model's shape comes from its config.json; drop {bad}")
+    if not (init_dir / "config.json").is_file() or not (init_dir / "tokenizer.json").is_file():
+        raise ConfigError(f"--init-from {init_dir}: needs config.json and tokenizer.json (a transformers folder)")
 
 
 # -- the run -------------------------------------------------------------------------------------
@@ -130,17 +131,14 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--local_rank", type=int, default=0, help="set by the deepspeed launcher")
     ap.add_argument("--init-from", default="", metavar="DIR",
                     help="a transformers BERT/RoBERTa folder to continue pretraining from (with its tokenizer)")
-    ap.add_argument("overrides", nargs="*", help="key=value (RunConfig), model.key=value, data.key=value")
+    ap.add_argument("overrides", nargs="*", help="key=value (RunConfig), model./data./probe./val.key=value, "
+                    "objective.<name>.<field>=value, loss.<head>=weight")
     args = ap.parse_args(argv)
-    run, model_cfg, data, pcfg = configure(args.preset, args.overrides)
+    settings, mixture = configure(args.preset, args.overrides)  # every setting checked before any work
+    run, model_cfg, data = settings.run, settings.sections["model"], settings.sections["data"]
+    pcfg, vcfg = settings.sections["probe"], settings.sections["val"]
     init_dir = Path(args.init_from).resolve() if args.init_from else None
-    if init_dir is not None:
-        shape = {"vocab_size", "hidden", "layers", "heads", "intermediate", "max_positions", "type_vocab_size"}
-        bad = sorted(shape & {x[6:].split("=", 1)[0] for x in args.overrides if x.startswith("model.")})
-        if bad:
-            raise SystemExit(f"--init-from {init_dir}: the model's shape comes from its config.json; drop {bad}")
-        if not (init_dir / "config.json").is_file() or not (init_dir / "tokenizer.json").is_file():
-            raise SystemExit(f"--init-from {init_dir}: needs config.json and tokenizer.json (a transformers folder)")
+    check_init_from(init_dir, args.overrides)
 
     world = E.init_distributed()
     is_main = world.rank == 0
@@ -165,21 +163,20 @@ def main(argv: list[str]) -> int:
     E.barrier()
     if not is_main:
         probe_dirs = default_probes(views, summary["cache_key"], summary["out"], pcfg)
-    if pcfg.holdout > 0:
-        views = views.select(split_views(views, pcfg.holdout)[0])  # train on the other files only
+    held = None
+    if pcfg.holdout > 0:  # the held-out files: the in-domain probe and validation, never trained on
+        train_idx, held_idx = split_views(views, pcfg.holdout)
+        views, held = views.select(train_idx), views.select(held_idx)
     cheap = {n: Probe.from_pairs(load_pairs(d), pcfg.pool, 0, max_queries=pcfg.queries) for n, d in probe_dirs.items()}
     if init_dir is None and model_cfg.vocab_size != vocab.size:
         model_cfg = T.configure(model_cfg, vocab_size=vocab.size)
 
-    # 2. one stream per rank
-    mixture = [(name, float(w)) for name, w in (item.split(":") for item in data.mixture.split(","))]
-    unknown = sorted({name for name, _ in mixture} - set(HEADS_OF))
-    if unknown:
-        raise SystemExit(f"data.mixture: unknown objectives {unknown}; registered: {sorted(HEADS_OF)}")
-    head_names = sorted({h for name, _ in mixture for h in HEADS_OF[name]})  # the heads the mixture trains
-    srcs = [view_source(views, build_objective(name, vocab), name, salt=i + 1) for i, (name, _) in enumerate(mixture)]
-    stream = PackedStream(Mixture(srcs, [w for _, w in mixture], seed=run.seed, rank=world.rank,
-                                  world=world.world_size), seq_len=run.seq_len, pad_id=vocab.pad_id, buffer=data.buffer)
+    # 2. one stream per rank; fixed held-out validation rows (built once)
+    head_names = L.heads_of(mixture)
+    stream = L.packed(L.streams(views, mixture, vocab, settings.objectives), mixture, run.seed, world,
+                      run.seq_len, vocab.pad_id, data.buffer)
+    validation = L.validation_batches(held, mixture, vocab, settings.objectives, world, run, vcfg,
+                                      vocab.pad_id, data.buffer)
 
     # 3. model, heads, engine, resume
     checkpoint.seed_all(run.seed, 0)  # identical initial weights on every rank
@@ -191,8 +188,8 @@ def main(argv: list[str]) -> int:
         keep = {k: getattr(model_cfg, k) for k in ("dropout", "attention_dropout", "attention", "checkpointing")}
         model, model_cfg = init_from(init_dir, **keep)
         if model_cfg.vocab_size < vocab.size or run.seq_len > model_cfg.max_positions:
-            raise SystemExit(f"--init-from {init_dir}: vocab {model_cfg.vocab_size} < tokenizer {vocab.size} "
-                             f"or seq_len {run.seq_len} > max_positions {model_cfg.max_positions}")
+            raise ConfigError(f"--init-from {init_dir}: vocab {model_cfg.vocab_size} < tokenizer {vocab.size} "
+                              f"or seq_len {run.seq_len} > max_positions {model_cfg.max_positions}")
         net = Pretrainer(model, {h: build_head(h, model) for h in head_names})
         head_loaded = "mlm" in net.heads and load_mlm_head(init_dir, net.heads["mlm"])
     checkpoint.seed_all(run.seed, world.rank)  # distinct dropout streams per rank
@@ -203,28 +200,25 @@ def main(argv: list[str]) -> int:
         start = resume.step
         stream.load_state_dict(resume.client_state["stream"])
         checkpoint.restore_rng(resume.rng)  # the stream draws from numpy Generators only: restore now
-    k = engine.gradient_accumulation_steps()
 
-    def loss_fn(eng, batch):
-        return eng(batch)
+    # 4. train; cheap probes every probe.every steps, validation every val.every steps and at the end
+    log = L.Log(run.out_dir, is_main, total=run.steps, start=start)
+    last_val: dict = {}
 
-    # 4. train
-    log = _Log(run.out_dir, is_main, total=run.steps, start=start)
+    def val_hook(step: int) -> None:
+        last_val.clear()
+        last_val.update(L.validate(engine, validation, head_names))
+        log.scalars(step, last_val)
+
     t_train = time.time()
-    tokens = 0
-    for step in range(start, run.steps):
-        micro = [collate([next(stream) for _ in range(run.micro_batch_rows)]) for _ in range(k)]
-        tokens += sum(int((b["segment_ids"] > 0).sum()) for b in micro)
-        scalars = E.train_step(engine, micro, loss_fn, heads=head_names,
-                               count_fn=lambda b: target_counts(b, engine.module.heads))
-        log.step(step + 1, scalars)
-        if pcfg.every and (step + 1) % pcfg.every == 0 and step + 1 < run.steps:
-            log.scalars(step + 1, probe_scalars(cheap, engine, tokenizer, pcfg))
-        if (run.save_every and (step + 1) % run.save_every == 0) or step + 1 == run.steps:
-            client = {"stream": stream.state_dict(), "model": dataclasses.asdict(model_cfg), "tokenizer": str(tok_dir)}
-            checkpoint.save(engine, run.out_dir, step + 1, client, config=run, keep_last=run.keep_last)
+    tokens = L.train(engine, stream, run, start=start, heads=head_names, weights=settings.loss, log=log,
+                     hooks=[(pcfg.every, lambda step: log.scalars(step, probe_scalars(cheap, engine, tokenizer, pcfg))),
+                            (vcfg.every, val_hook)],
+                     client_state=lambda: {"stream": stream.state_dict(), "model": dataclasses.asdict(model_cfg),
+                                           "tokenizer": str(tok_dir)})
     tokens_all = sum(E.all_gather_object(tokens))
     train_seconds = time.time() - t_train
+    val_hook(run.steps)
 
     # 5. final probe: the model (every rank runs the forward: ZeRO-3 gathers parameters) and baselines
     table = {}
@@ -252,7 +246,8 @@ def main(argv: list[str]) -> int:
             "params": model.num_parameters(), "train_views": len(views), "init_from": str(init_dir) if init_dir else None,
             "mlm_head_loaded": head_loaded, "views": summary["viewed"], "tokens_trained": tokens_all,
             "train_tokens_per_s": round(tokens_all / max(train_seconds, 1e-9)), "seconds": round(seconds, 1),
-            "loss_first": first, "loss_last": last, "probe_mrr": table, "out_dir": run.out_dir,
+            "loss_first": first, "loss_last": last, "loss_weights": {h: settings.loss.get(h, 1.0) for h in head_names},
+            "val": validation.summary(last_val, run.steps), "probe_mrr": table, "out_dir": run.out_dir,
             "loss_curve": str(Path(run.out_dir) / "loss.png"),
         }
         (Path(run.out_dir) / "summary.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -271,77 +266,7 @@ def probe_scalars(probes: dict, engine, tokenizer, pcfg: ProbeConfig) -> dict:
     return out
 
 
-class _Log:
-    """Rank 0 only: progress bar, TensorBoard scalars, losses.jsonl, a loss-curve PNG at the end."""
-
-    def __init__(self, out_dir: str, enabled: bool, total: int, start: int):
-        self.enabled, self.out = enabled, Path(out_dir)
-        self.losses: list[tuple[int, float]] = []
-        if not enabled:
-            return
-        from tqdm import tqdm
-
-        self.out.mkdir(parents=True, exist_ok=True)
-        self.bar = tqdm(total=total, initial=start, unit="step", mininterval=2.0)
-        self.jsonl = open(self.out / "losses.jsonl", "a")
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self.tb = SummaryWriter(str(self.out / "tb"))
-        except ImportError:  # tensorboard not installed: scalars still go to losses.jsonl
-            self.tb = None
-
-    def step(self, step: int, scalars: dict) -> None:
-        if not self.enabled:
-            return
-        self.losses.append((step, scalars["loss"]))
-        self.jsonl.write(json.dumps({"step": step, **scalars}) + "\n")
-        if self.tb is not None:
-            for k, v in scalars.items():
-                self.tb.add_scalar(f"train/{k}", v, step)
-        self.bar.set_postfix(loss=f"{scalars['loss']:.3f}", lr=f"{scalars['lr']:.1e}")
-        self.bar.update(1)
-
-    def scalars(self, step: int, scalars: dict) -> None:
-        """Evaluation scalars (TensorBoard + eval.jsonl)."""
-        if not self.enabled:
-            return
-        with open(self.out / "eval.jsonl", "a") as f:
-            f.write(json.dumps({"step": step, **scalars}) + "\n")
-        if self.tb is not None:
-            for k, v in scalars.items():
-                self.tb.add_scalar(k, v, step)
-        self.bar.write(f"step {step}: " + " ".join(f"{k}={v:.3f}" for k, v in scalars.items()))
-
-    def first_last(self) -> tuple[float | None, float | None]:
-        if not self.losses:
-            return None, None
-        n = max(1, len(self.losses) // 10)  # mean of the first and last tenth: robust to noise
-        mean = lambda xs: round(sum(v for _, v in xs) / len(xs), 4)  # noqa: E731
-        return mean(self.losses[:n]), mean(self.losses[-n:])
-
-    def close(self) -> None:
-        self.bar.close()
-        self.jsonl.close()
-        if self.tb is not None:
-            self.tb.close()
-        try:
-            import matplotlib
-
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except ImportError:
-            return
-        steps, losses = zip(*self.losses) if self.losses else ((), ())
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        ax.plot(steps, losses)
-        ax.set_xlabel("optimizer step")
-        ax.set_ylabel("loss (token mean over the step)")
-        ax.set_title("codept pretraining")
-        fig.tight_layout()
-        fig.savefig(self.out / "loss.png", dpi=100)
-        plt.close(fig)
-
-
 if __name__ == "__main__":
-    E.exit_process(main(sys.argv[1:]))  # after E.shutdown(): no interpreter teardown (engine.exit_process)
+    # a bad setting: one message, exit 2; /dev/shm cleaned on every path; after E.shutdown(): no
+    # interpreter teardown (engine.exit_process)
+    E.exit_process(L.guarded(main, sys.argv[1:]))
