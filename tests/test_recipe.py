@@ -6,9 +6,12 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +21,7 @@ TINY = ["model.layers=1", "model.hidden=64", "model.heads=2", "model.intermediat
         "schedule=constant", "warmup_steps=2", "save_every=3", "log_every=1",
         # every objective and head of the recipe (contrastive negatives across ranks included), and
         # 2 micro-steps per step per rank (gradient accumulation)
-        "data.mixture=mlm:1,syntax_span:1,code_doc:40", "micro_batch_rows=4"]
+        "data.mixture=mlm:1,syntax_span:1,code_doc:40", "micro_batch_rows=4", "val.every=3"]
 
 
 def _port() -> int:
@@ -53,6 +56,12 @@ def test_recipe_trains_and_resumes_bit_exact(tmp_path):
     stdout = recipe(full, "steps=6")
     summary, _ = json.JSONDecoder().raw_decode(stdout[stdout.index("{\n"):])
     assert summary["ranks"] == 2 and summary["steps"] == 6 and summary["views"] > 500
+    # held-out validation of every head the mixture trains, next to the probes
+    val = summary["val"]
+    assert val["step"] == 6 and val["docs"] > 10 and set(val) >= {"mlm", "contrastive"}
+    assert all(0 <= val[h]["acc"] <= 1 and val[h]["loss"] > 0 and val[h]["n"] > 0 for h in ("mlm", "contrastive"))
+    evals = [json.loads(x) for x in (full / "eval.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in evals if "val/mlm/loss" in e] == [3, 6]  # val.every=3 and the end
     assert (full / "loss.png").stat().st_size > 1000 and (full / "latest").read_text().strip() == "step00000006"
     ref = losses(full)
     assert sorted(ref) == list(range(1, 7)) and ref[6] < ref[1]  # the loss falls
@@ -129,3 +138,127 @@ def test_recipe_init_from_minilm(tmp_path):
         ref = AutoModel.from_pretrained(str(minilm)).eval()(input_ids=ids, attention_mask=mask).last_hidden_state
         got = AutoModel.from_pretrained(str(hf_dir)).eval()(input_ids=ids, attention_mask=mask).last_hidden_state
     assert float((got - ref).abs().max()) < 1e-3
+
+
+# --- settings checked before any work; error exits clean up; logs survive kill -9 -------------------
+
+
+def _launch(out: Path, *overrides: str, nproc: int = 2, kill_when=None, timeout: float = 300):
+    """The recipe under the launcher in a new session; (rc, output, seconds, leftover shm files)."""
+    port = _port()
+    exe = Path(sys.executable).with_name("deepspeed")
+    launcher = [str(exe)] if exe.exists() else [sys.executable, "-m", "deepspeed.launcher.runner"]
+    env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    out.mkdir(parents=True, exist_ok=True)
+    log_path = out / f"launch-{port}.log"
+    t0 = time.time()
+    with open(log_path, "w") as log:
+        p = subprocess.Popen([*launcher, "--num_gpus", str(nproc), "--master_port", str(port),
+                              "recipes/pretrain_code.py", f"out_dir={out}", *overrides], cwd=REPO, env=env,
+                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            while p.poll() is None and time.time() - t0 < timeout:
+                if kill_when is not None and kill_when(log_path):
+                    os.killpg(p.pid, signal.SIGKILL)  # kill -9 of the whole job
+                    break
+                time.sleep(0.05)
+            rc = p.wait(timeout=max(1.0, timeout - (time.time() - t0)))
+        finally:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            leftover = sorted(glob.glob(f"/dev/shm/deepspeed_allreduce_buffer_{os.getuid()}_*_{port}_*"))
+            for f in leftover:
+                os.unlink(f)
+    return rc, log_path.read_text(), time.time() - t0, leftover
+
+
+def _recipe_module():
+    import importlib.util
+
+    if "pretrain_code" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("pretrain_code", REPO / "recipes" / "pretrain_code.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["pretrain_code"] = mod  # dataclasses resolve their module's annotations through it
+        spec.loader.exec_module(mod)
+    return sys.modules["pretrain_code"]
+
+
+@pytest.mark.parametrize("item,match", [
+    ("probe.every=true", r"probe.every='true': expected an integer"),
+    ("model.layers=abc", r"model.layers='abc': expected an integer"),
+    ("model.checkpointing=ture", r"model.checkpointing='ture': expected a boolean"),
+    ("model.heads=5", r"model: hidden=64.*heads=5"),
+    ("data.mixture=mlm:0", r"data.mixture='mlm:0': weight '0' of mlm must be finite and > 0"),
+    ("data.mixture=mlmm:1", r"unknown objective 'mlmm'; did you mean mlm"),
+    ("data.mixture=mlm:1,mlm:2", "mlm appears twice"),
+    ("data.mixture=", "name at least one objective"),
+    ("objective.syntax_span.rate=0.2", r"objective settings for \['syntax_span'\], which data.mixture"),
+    ("objective.mlm.kinds=x", r"unknown setting 'objective.mlm.kinds'"),
+    ("loss.rtd=1", r"loss weights for heads \['rtd'\], which data.mixture trains none"),
+    ("loss.mlm=0", "every head of the mixture weighs 0"),
+    ("val.rows=0", r"val: every=50, rows=0"),
+    ("stepz=3", r"unknown setting 'stepz'.*did you mean steps"),
+])
+def test_every_setting_is_checked_by_configure(item, match):
+    from codept.train.config import ConfigError
+
+    R = _recipe_module()
+    base = ["model.hidden=64", "model.heads=2", "data.mixture=mlm:1"]
+    R.configure("debug_cpu", base)  # the base is fine
+    with pytest.raises(ConfigError, match=match):
+        R.configure("debug_cpu", [x for x in base if x.split("=")[0] != item.split("=")[0]] + [item])
+
+
+def test_configure_routes_objective_settings_and_loss_weights():
+    R = _recipe_module()
+    s, mixture = R.configure("debug_cpu", ["data.mixture=mlm:2,code_doc:1", "objective.mlm.rate=0.3",
+                                           "objective.code_doc.mlm_rate=0.1", "loss.contrastive=0.25", "val.every=7"])
+    assert mixture == [("mlm", 2.0), ("code_doc", 1.0)]
+    assert s.objectives == {"mlm": {"rate": 0.3}, "code_doc": {"mlm_rate": 0.1}}
+    assert s.loss == {"contrastive": 0.25} and s.sections["val"].every == 7
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("item", ["probe.every=true", "data.mixture=mlm:0"])
+def test_bad_setting_exits_2_fast_with_one_message_and_no_traceback(tmp_path, item):
+    rc, out, seconds, leftover = _launch(tmp_path, item)
+    assert rc == 2, out[-3000:]
+    key = item.split("=")[0]
+    assert out.count(f"error: {key}=") + out.count(f"error: {key}") >= 1
+    assert len([ln for ln in out.splitlines() if ln.startswith("error:")]) == 1, out[-3000:]  # once, not per rank
+    assert "Traceback" not in out and not leftover
+    assert not (tmp_path / "losses.jsonl").exists()  # no work started
+    assert seconds < 120  # the import of deepspeed by 2 ranks on 2 cores; prepare never starts
+
+
+@pytest.mark.slow
+def test_error_exit_after_init_leaves_no_shm_files(tmp_path):
+    """A failure after the process group exists (a data source that does not exist) used to leave
+    each rank's 66 MiB /dev/shm/deepspeed_allreduce_buffer_* behind."""
+    rc, out, _, leftover = _launch(tmp_path / "run", "data.sources=/nonexistent/codept-missing-source")
+    assert rc != 0 and "nonexistent" in out, out[-3000:]
+    assert leftover == [], (leftover, out[-3000:])
+
+
+@pytest.mark.slow
+def test_kill9_keeps_every_logged_step(tmp_path):
+    """losses.jsonl is written line-buffered: a kill -9 before any checkpoint keeps the lines of every
+    step logged so far (block-buffered, the first 8 KiB of lines were lost)."""
+    out = tmp_path / "run"
+    seen = {"steps": 0}
+
+    def kill_when(log_path: Path) -> bool:
+        f = out / "losses.jsonl"
+        lines = f.read_text().count("\n") if f.exists() else 0
+        bar = re.findall(r"(\d+)/60 \[", log_path.read_text(errors="replace"))
+        seen["steps"] = max([int(b) for b in bar] or [0])
+        return lines >= 4 or seen["steps"] >= 8  # the bar shows steps that the file must hold
+
+    rc, _, _, leftover = _launch(out, *TINY, "steps=60", "save_every=0", "probe.every=0", "val.every=0",
+                                 "probe.baselines=", kill_when=kill_when)
+    assert rc != 0 and not (out / "latest").exists()  # killed before any checkpoint
+    got = [json.loads(x) for x in (out / "losses.jsonl").read_text().splitlines() if x.endswith("}")]
+    assert len(got) >= 4 and [d["step"] for d in got] == list(range(1, len(got) + 1))
+    assert leftover == []  # unlinked at init: even kill -9 leaves no shm file
