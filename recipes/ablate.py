@@ -8,7 +8,8 @@ Each run: ``deepspeed --num_gpus RANKS recipes/pretrain_code.py data.mixture=M o
 steps=STEPS probe.every=0 [key=value ...]`` (same preset, seed, data, steps and probes: only the
 mixture differs). A run whose ``summary.json`` exists is not repeated (delete the folder to redo it).
 Output: OUT/ablation.md (MRR per probe: in-domain = held-out stdlib files, cross-project = networkx;
-BM25 and a random-init encoder as reference rows; final loss) and OUT/ablation.json.
+BM25 and a random-init encoder as reference rows; final loss; held-out loss/accuracy per head) and
+OUT/ablation.json. Every run's settings are checked with the recipe's parser before the first launch.
 Cost: the sum of the runs (about 4-5 minutes each on 2 CPU cores at the default 200 steps).
 Limits: one seed per mixture — differences of a few MRR points are within seed noise at this scale;
 the losses of different mixtures are not comparable (different targets).
@@ -60,21 +61,43 @@ def run_one(mixture: str, out: Path, args, extra: list[str]) -> dict:
     return json.loads(summary.read_text())
 
 
+def _val_cell(summary: dict) -> str:
+    """Held-out loss / accuracy per head of a run's summary (``val``), e.g. ``mlm 6.12/0.14``."""
+    val = summary.get("val") or {}
+    if "skipped" in val:
+        return "skipped"
+    return ", ".join(f"{h} {v['loss']}/{v['acc']}" for h, v in sorted(val.items()) if isinstance(v, dict))
+
+
 def table(results: dict[str, dict]) -> str:
     probes = sorted({p for s in results.values() for p in s["probe_mrr"]})
-    head = "| run | " + " | ".join(f"{p} MRR" for p in probes) + " | final loss |"
-    lines = [head, "|" + "---|" * (len(probes) + 2)]
+    head = "| run | " + " | ".join(f"{p} MRR" for p in probes) + " | final loss | val loss/acc per head |"
+    lines = [head, "|" + "---|" * (len(probes) + 3)]
     for name, s in results.items():
         cells = [f"{s['probe_mrr'].get(p, {}).get('model', float('nan')):.3f}" for p in probes]
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {s['loss_last']} |")
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {s['loss_last']} | {_val_cell(s)} |")
     any_run = next(iter(results.values()))
     for spec in ("bm25", "random"):
         if all(spec in any_run["probe_mrr"].get(p, {}) for p in probes):
             cells = [f"{any_run['probe_mrr'][p][spec]:.3f}" for p in probes]
-            lines.append(f"| *{spec}* | " + " | ".join(cells) + " | |")
+            lines.append(f"| *{spec}* | " + " | ".join(cells) + " | | |")
     pools = ", ".join(f"{p}: {any_run['probe_mrr'][p]['pairs']} pairs, pool {any_run['probe_mrr'][p]['pool']}"
                       for p in probes)
     return "\n".join(lines) + f"\n\n{pools}; {any_run['steps']} steps, preset {any_run['preset']}.\n"
+
+
+def check_settings(args) -> None:
+    """Parse every run's settings with the recipe's own parser (codept.train.loop.configure) before
+    any launch: a bad override or mixture stops the ablation in seconds with the parser's message."""
+    sys.path.insert(0, str(REPO / "recipes"))
+    from codept.train.config import ConfigError
+    from pretrain_code import configure
+
+    for mixture in args.mixtures:
+        try:
+            configure("debug_cpu", [f"data.mixture={mixture}", f"steps={args.steps}", *args.overrides])
+        except ConfigError as e:
+            raise SystemExit(f"[ablate] run {mixture!r}: {e}") from None
 
 
 def main(argv: list[str]) -> int:
@@ -88,6 +111,7 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     if any(o.startswith(("data.mixture=", "out_dir=", "steps=")) for o in args.overrides):
         raise SystemExit("data.mixture, out_dir and steps are set by the ablation itself")
+    check_settings(args)  # every run's settings, before the first launch
     results = {}
     for mixture in args.mixtures:
         name = mixture.replace(":", "").replace(",", "+")

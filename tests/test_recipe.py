@@ -262,3 +262,20 @@ def test_kill9_keeps_every_logged_step(tmp_path):
     got = [json.loads(x) for x in (out / "losses.jsonl").read_text().splitlines() if x.endswith("}")]
     assert len(got) >= 4 and [d["step"] for d in got] == list(range(1, len(got) + 1))
     assert leftover == []  # unlinked at init: even kill -9 leaves no shm file
+
+
+def test_ablation_checks_every_run_before_the_first_launch(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ablate", REPO / "recipes" / "ablate.py")
+    ablate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ablate)
+    with pytest.raises(SystemExit, match=r"run 'mlm:1,code_dok:1'.*unknown objective 'code_dok'; did you mean code_doc"):
+        ablate.main(["--mixtures", "mlm:1", "mlm:1,code_dok:1", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit, match=r"probe.every='yes': expected an integer"):
+        ablate.main(["--out", str(tmp_path), "probe.every=yes"])
+    assert not list(tmp_path.iterdir())  # nothing launched
+    row = ablate.table({"mlm:1": {"probe_mrr": {"p": {"model": 0.5, "pairs": 3, "pool": 3}}, "loss_last": 2.0,
+                                  "steps": 5, "preset": "debug_cpu",
+                                  "val": {"step": 5, "docs": 9, "mlm": {"loss": 6.1, "acc": 0.2, "n": 40}}}})
+    assert "| mlm:1 | 0.500 | 2.0 | mlm 6.1/0.2 |" in row
