@@ -3,7 +3,9 @@
 Padded layout (default), B rows of L tokens:
   input_ids, segment_ids, positions (B, L) long; prefix (B, L) bool; labels.<n> (B, L) long;
   ptr.<n> (B, K, ...) long padded with -1 to the batch's largest K; ptr_seg.<n> (B, K) 0-padded;
-  scalar.<n> (B, D) long padded with IGNORE to the largest document count.
+  scalar.<n> (B, D) long padded with IGNORE to the largest document count;
+  the optional columns of codept.data.pack: types, langs, block_positions, order (B, L) long;
+  targets.<n> (B, L) or (B, L, m) float32 (NaN = no target).
 Padding-free layout (``varlen=True``) for varlen attention kernels: padding dropped, rows
 concatenated into one sequence (1, N); ``cu_seqlens`` (n_docs + 1,) int32 document boundaries and
 ``max_seqlen``; segment ids made unique across the batch; pointers shifted to batch coordinates and
@@ -18,7 +20,11 @@ import torch
 
 from codept.data.example import IGNORE
 
-_TOKEN_KEYS = ("input_ids", "segment_ids", "positions", "prefix")
+_TOKEN_KEYS = ("input_ids", "segment_ids", "positions", "prefix", "types", "langs", "block_positions", "order")
+
+
+def _token_level(k: str) -> bool:
+    return k in _TOKEN_KEYS or k.startswith(("labels.", "targets."))
 
 
 def collate(rows: list[dict], varlen: bool = False) -> dict[str, torch.Tensor]:
@@ -38,8 +44,15 @@ def _fill(rows: list[dict]) -> list[dict]:
     for r in rows:
         r = dict(r)
         for k in keys - r.keys():
+            n = len(r["input_ids"])
             if k.startswith("labels."):
-                r[k] = np.full(len(r["input_ids"]), IGNORE, dtype=np.int32)
+                r[k] = np.full(n, IGNORE, dtype=np.int32)
+            elif k.startswith("targets."):
+                r[k] = np.full((n, *like[k].shape[1:]), np.nan, dtype=np.float32)
+            elif k == "order":  # the default order: the row index
+                r[k] = np.arange(n, dtype=np.int32)
+            elif k in _TOKEN_KEYS:
+                r[k] = np.zeros(n, dtype=np.int32)
             elif k.startswith(("ptr.", "ptr_seg.", "scalar.")):
                 r[k] = np.zeros((0, *like[k].shape[1:]), dtype=like[k].dtype)
             else:
@@ -53,9 +66,9 @@ def _padded(rows: list[dict]) -> dict[str, torch.Tensor]:
     out: dict[str, torch.Tensor] = {}
     for k in rows[0]:
         vals = [r[k] for r in rows]
-        if k in _TOKEN_KEYS or k.startswith("labels."):
+        if _token_level(k):
             a = np.stack(vals)
-            out[k] = torch.from_numpy(a) if a.dtype == bool else torch.from_numpy(a.astype(np.int64))
+            out[k] = torch.from_numpy(a if a.dtype.kind in "bf" else a.astype(np.int64))
         elif k.startswith(("ptr.", "ptr_seg.", "scalar.")):
             fill = IGNORE if k.startswith("scalar.") else (0 if k.startswith("ptr_seg.") else -1)
             kmax = max(len(v) for v in vals)
@@ -82,7 +95,7 @@ def _varlen(rows: list[dict]) -> dict[str, torch.Tensor]:
     for k in rows[0]:
         if k == "segment_ids":
             a = np.concatenate([r[k][m] + b for r, m, b in zip(rows, keep, seg_base)])
-        elif k in _TOKEN_KEYS or k.startswith("labels."):
+        elif _token_level(k):
             a = np.concatenate([r[k][m] for r, m in zip(rows, keep)])
         elif k.startswith("ptr."):
             a = np.concatenate([np.where(r[k] >= 0, r[k] + b, -1) for r, b in zip(rows, tok_base)])
@@ -92,8 +105,8 @@ def _varlen(rows: list[dict]) -> dict[str, torch.Tensor]:
             a = np.concatenate([r[k] for r in rows])
         else:
             raise KeyError(f"collate: unknown row field {k!r}")
-        t = torch.from_numpy(a if a.dtype == bool else a.astype(np.int64))
-        out[k] = t.unsqueeze(0) if (k in _TOKEN_KEYS or k.startswith("labels.")) else t
+        t = torch.from_numpy(a if a.dtype.kind in "bf" else a.astype(np.int64))
+        out[k] = t.unsqueeze(0) if _token_level(k) else t
     seg = out["segment_ids"][0].numpy()
     starts = np.flatnonzero(np.r_[True, seg[1:] != seg[:-1]]) if len(seg) else np.zeros(0, np.int64)
     cu = np.r_[starts, len(seg)].astype(np.int32)

@@ -18,7 +18,21 @@ All fields are NumPy arrays in document coordinates (token 0 = first token of th
                          its own segment (positions restart, no attention between parts). A pointer
                          record must stay inside one part. None = one document (k = 1).
 
-Not covered: per-token float targets (add a dict when an objective needs one).
+Optional per-token fields (None = the default, and then the packed row carries no such column, so
+objectives that never set them produce exactly the rows they always did):
+  positions  (T,) int    explicit position ids (default: 0..n-1 per part). TLM resets them for the
+                         second side; a window of a long document is shifted to start at 0.
+  block_positions (T,) int  a second position id (GLM's 2-D positions: the position inside a span),
+                         default 0; the model adds its own table when configured for it.
+  types      (T,) int    token types / segment A-B inside one attention segment (NSP/SOP), default 0
+  langs      (T,) int    a language id per token (XLM's language embedding), default 0 = none
+  order      (T,) int    factorisation order for the attention rule: key k is visible to query q of
+                         the same segment when order[k] <= order[q] or prefix[k] (XLNet's permuted
+                         orders; default: the token's own index, i.e. left to right)
+  targets    {name: (T,) or (T, m) float32}  per-token float targets (execution values, ...), NaN
+                         where nothing is predicted
+
+Not covered: per-document float targets (use ``targets`` on the document's first token).
 """
 
 from __future__ import annotations
@@ -29,6 +43,7 @@ from typing import Sequence
 import numpy as np
 
 IGNORE = -100
+TOKEN_FIELDS = ("positions", "block_positions", "types", "langs", "order")  # optional (T,) int fields
 
 
 def _is_seq(v) -> bool:
@@ -44,6 +59,12 @@ class Example:
     pointers: dict[str, np.ndarray] = field(default_factory=dict)
     scalars: dict[str, int | Sequence[int]] = field(default_factory=dict)
     parts: np.ndarray | None = None
+    positions: np.ndarray | None = None
+    block_positions: np.ndarray | None = None
+    types: np.ndarray | None = None
+    langs: np.ndarray | None = None
+    order: np.ndarray | None = None
+    targets: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __post_init__(self):
         t = len(self.input_ids)
@@ -52,6 +73,15 @@ class Example:
         for k, v in self.labels.items():
             if v.shape != (t,):
                 raise ValueError(f"labels[{k!r}] has shape {v.shape}, expected ({t},)")
+        for name in TOKEN_FIELDS:
+            v = getattr(self, name)
+            if v is not None and (np.shape(v) != (t,) or not np.issubdtype(np.asarray(v).dtype, np.integer)):
+                raise ValueError(f"{name} has shape {np.shape(v)} / dtype {np.asarray(v).dtype}: expected ({t},) integers")
+            if v is not None and name != "order" and t and int(np.min(v)) < 0:
+                raise ValueError(f"{name} holds {int(np.min(v))}: ids must be >= 0")
+        for k, v in self.targets.items():
+            if v.shape[:1] != (t,) or v.ndim > 2 or v.dtype.kind != "f":
+                raise ValueError(f"targets[{k!r}] has shape {v.shape} / dtype {v.dtype}: expected ({t},) or ({t}, m) floats")
         if self.parts is not None:
             self._check_parts(t)
         k = self.n_parts
@@ -116,6 +146,9 @@ class Example:
             first, last = (int(parts[0]), int(parts[-1]) + 1) if len(parts) else (0, 0)
             parts = parts - first
             scalars = {k: list(v)[first:last] if _is_seq(v) else v for k, v in self.scalars.items()}
+        cut = {name: None if getattr(self, name) is None else getattr(self, name)[start:end] for name in TOKEN_FIELDS}
+        if cut["positions"] is not None and end > start:  # a window starts at position 0, as a document does
+            cut["positions"] = cut["positions"] - cut["positions"].min()
         return Example(
             input_ids=self.input_ids[start:end],
             prefix=self.prefix[start:end],
@@ -123,4 +156,6 @@ class Example:
             pointers=pointers,
             scalars=scalars,
             parts=parts,
+            targets={k: v[start:end] for k, v in self.targets.items()},
+            **cut,
         )

@@ -10,6 +10,12 @@ A row is a dict of NumPy arrays (L = seq_len):
   ptr.<n>     (K, ...)     pointer records of all documents, shifted into row coordinates
   ptr_seg.<n> (K,)  int32  the segment each pointer record belongs to
   scalar.<n>  (D,)  int64  one value per document of the row (D = documents in the row)
+Optional columns, present only when a document of the packed list sets the field (codept.data.example):
+  types, langs, block_positions (L,) int32   0 where a document does not set them
+  order       (L,)  int32  row offset + the document's order (row index where it sets none): the
+                           attention rule compares order only within a segment
+  targets.<n> (L,) or (L, m) float32   NaN on padding and where a document has no such target
+Explicit ``positions`` of a document replace its 0..n-1.
 
 A multi-part Example (``parts``, codept.data.example: the two sides of a contrastive pair) is placed
 as one unit, but each part is a document of the row: consecutive segment ids, positions restarting
@@ -38,7 +44,9 @@ import bisect
 
 import numpy as np
 
-from codept.data.example import IGNORE, Example
+from codept.data.example import IGNORE, TOKEN_FIELDS, Example
+
+OPTIONAL_TOKEN_COLUMNS = tuple(f for f in TOKEN_FIELDS if f != "positions")  # positions is always a column
 
 
 def split_long(examples: list[Example], seq_len: int, long: str = "split") -> list[Example]:
@@ -85,10 +93,21 @@ def pack(examples: list[Example], seq_len: int, pad_id: int, long: str = "split"
     label_keys = sorted({k for d in docs for k in d.labels})
     ptr_tails = {k: p.shape[1:] for d in docs for k, p in d.pointers.items()}  # record shape per key
     scalar_keys = sorted({k for d in docs for k in d.scalars})
-    return [_row([docs[i] for i in b], seq_len, pad_id, label_keys, ptr_tails, scalar_keys) for b in bins]
+    keys = _Keys(label_keys, ptr_tails, scalar_keys,
+                 token=tuple(f for f in OPTIONAL_TOKEN_COLUMNS if any(getattr(d, f) is not None for d in docs)),
+                 targets={k: v.shape[1:] for d in docs for k, v in d.targets.items()})
+    return [_row([docs[i] for i in b], seq_len, pad_id, keys) for b in bins]
 
 
-def _row(docs: list[Example], seq_len: int, pad_id: int, label_keys, ptr_tails, scalar_keys) -> dict:
+class _Keys:
+    """The columns every row of one pack call carries (the union over its documents)."""
+
+    def __init__(self, labels, ptr_tails, scalars, token, targets):
+        self.labels, self.ptr_tails, self.scalars, self.token, self.targets = labels, ptr_tails, scalars, token, targets
+
+
+def _row(docs: list[Example], seq_len: int, pad_id: int, keys: _Keys) -> dict:
+    label_keys, ptr_tails, scalar_keys = keys.labels, keys.ptr_tails, keys.scalars
     row = {
         "input_ids": np.full(seq_len, pad_id, dtype=np.int32),
         "segment_ids": np.zeros(seq_len, dtype=np.int32),
@@ -97,6 +116,10 @@ def _row(docs: list[Example], seq_len: int, pad_id: int, label_keys, ptr_tails, 
     }
     for k in label_keys:
         row[f"labels.{k}"] = np.full(seq_len, IGNORE, dtype=np.int32)
+    for f in keys.token:
+        row[f] = np.arange(seq_len, dtype=np.int32) if f == "order" else np.zeros(seq_len, dtype=np.int32)
+    for k, tail in keys.targets.items():
+        row[f"targets.{k}"] = np.full((seq_len, *tail), np.nan, dtype=np.float32)
     ptr_keys = sorted(ptr_tails)
     ptrs: dict[str, list] = {k: [] for k in ptr_keys}
     ptr_segs: dict[str, list] = {k: [] for k in ptr_keys}
@@ -116,6 +139,14 @@ def _row(docs: list[Example], seq_len: int, pad_id: int, label_keys, ptr_tails, 
             row["segment_ids"][sl] = seg + d.parts
             row["positions"][sl] = np.arange(n) - bounds[d.parts]
             tok_seg = seg + d.parts
+        if d.positions is not None:
+            row["positions"][sl] = d.positions
+        for f in keys.token:
+            v = getattr(d, f)
+            if v is not None:
+                row[f][sl] = v + off if f == "order" else v
+        for k, v in d.targets.items():
+            row[f"targets.{k}"][sl] = v
         for k, v in d.labels.items():
             row[f"labels.{k}"][sl] = v
         for k in ptr_keys:
@@ -163,7 +194,10 @@ def unpack(row: dict) -> list[Example]:
                 mine = row[f"ptr_seg.{k[4:]}"] == s
                 pointers[k[4:]] = np.where(v[mine] >= 0, v[mine] - a, -1)
         scalars = {k[7:]: int(v[s - 1]) for k, v in row.items() if k.startswith("scalar.")}
-        out.append(Example(row["input_ids"][a:b], row["prefix"][a:b], labels, pointers, scalars))
+        extra = {f: row[f][a:b] - (a if f == "order" else 0) for f in OPTIONAL_TOKEN_COLUMNS if f in row}
+        targets = {k[8:]: v[a:b] for k, v in row.items() if k.startswith("targets.")}
+        out.append(Example(row["input_ids"][a:b], row["prefix"][a:b], labels, pointers, scalars,
+                           positions=row["positions"][a:b], targets=targets, **extra))
     return out
 
 

@@ -9,7 +9,9 @@ of loader workers changes nothing.
    ``default_rng([seed, e, salt, 0])``; rank ``r`` of ``world`` takes every world-th index from
    position ``r``: ranks see disjoint documents within an epoch.
 2. Every random draw for a document comes from ``default_rng([seed, epoch, index, salt])``: the same
-   (seed, epoch, index) gives the same example, a new epoch new masks (dynamic masking).
+   (seed, epoch, index) gives the same example, a new epoch new masks (dynamic masking). A source
+   with ``context=True`` also gets a :class:`Context`: partner draws from the same rng, and the
+   run's progress at this mixture step (step / ``horizon``), so schedules stay exact on resume.
 3. A :class:`Mixture` interleaves sources with exact proportions: at step ``i`` it picks the source
    whose count lags its weight most (``w_c * (i + 1) - count_c``, ties to the first), so after any
    ``n`` steps every count is within 1 of ``n * w_c``. A source's own position is its count.
@@ -26,7 +28,7 @@ Cost: pack time per buffer + the sources' ``make``. Not covered: weights that ch
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -40,16 +42,57 @@ def example_rng(seed: int, epoch: int, index: int, salt: int) -> np.random.Gener
 
 @dataclass(frozen=True)
 class Source:
+    """``make(index, rng)`` -> the example of document `index`; with ``context=True`` it is called as
+    ``make(index, rng, ctx)`` (:class:`Context`), and ``get(i)`` returns document i for partner draws."""
+
     name: str
     n: int
-    make: Callable[[int, np.random.Generator], Example | None]
+    make: Callable[..., Example | None]
     salt: int = 0  # distinguishes sources that share documents (e.g. two objectives on one corpus)
+    get: Callable[[int], Any] | None = None  # document i (a view), for Context.partner
+    context: bool = False  # make takes a third argument, the Context
+
+
+@dataclass(frozen=True)
+class Context:
+    """What an objective may know beyond its own document, all of it a function of the stream state.
+
+    index, epoch: the document and epoch this example is drawn for; progress: the share of the run
+    done at this mixture step (step / horizon of the Mixture, capped at 1; 0 without a horizon), for
+    schedules such as lowering the [MASK] share late in training; n: documents in the source."""
+
+    source: Source
+    index: int
+    epoch: int
+    progress: float
+
+    @property
+    def n(self) -> int:
+        return self.source.n
+
+    def partner(self, rng: np.random.Generator) -> tuple[int, Any]:
+        """(index, document) of another document of the source, uniformly, drawn with `rng` (pass
+        the example's own rng: the draw is then a pure function of (seed, epoch, index))."""
+        src = self.source
+        if src.get is None or src.n < 2:
+            raise ValueError(f"source {src.name!r} cannot draw a partner: it has {src.n} documents"
+                             + ("" if src.get else " and no get()"))
+        j = int(rng.integers(0, src.n - 1))
+        j += j >= self.index  # every other document, never this one
+        return j, src.get(j)
+
+    def document(self, i: int) -> Any:
+        """Document i of the source (e.g. a neighbour of the same file)."""
+        if self.source.get is None:
+            raise ValueError(f"source {self.source.name!r} has no get()")
+        return self.source.get(i)
 
 
 class Mixture:
     """Rank-local sequence of (source, epoch, index) with exact proportions (see module docstring)."""
 
-    def __init__(self, sources: list[Source], weights: list[float], seed: int, rank: int = 0, world: int = 1):
+    def __init__(self, sources: list[Source], weights: list[float], seed: int, rank: int = 0, world: int = 1,
+                 horizon: int = 0):
         if len(sources) != len(weights) or not sources:
             raise ValueError(f"{len(sources)} sources but {len(weights)} weights")
         if any(w <= 0 for w in weights):
@@ -62,6 +105,9 @@ class Mixture:
         total = float(sum(weights))
         self.sources, self.weights = sources, [w / total for w in weights]
         self.seed, self.rank, self.world = seed, rank, world
+        if horizon < 0:
+            raise ValueError(f"horizon={horizon}: the run's mixture steps per rank must be >= 0 (0 = no progress)")
+        self.horizon = horizon  # rank-local mixture steps of the whole run, for Context.progress
         self._perm_cache: dict[tuple[int, int], np.ndarray] = {}
         zero = [0] * len(sources)
         self._checkpoints: dict[int, list[int]] = {0: zero}  # counts before step k*_CK
@@ -111,7 +157,11 @@ class Mixture:
 
     def example(self, step: int) -> Example | None:
         src, epoch, index = self.locate(step)
-        return src.make(index, example_rng(self.seed, epoch, index, src.salt))
+        rng = example_rng(self.seed, epoch, index, src.salt)
+        if not src.context:
+            return src.make(index, rng)
+        progress = min(1.0, step / self.horizon) if self.horizon else 0.0
+        return src.make(index, rng, Context(src, index, epoch, progress))
 
 
 class PackedStream:

@@ -5,6 +5,8 @@ export(model, tokenizer_dir, out_dir):
      positions), ``architectures`` BertForMaskedLM when an MLM head is given, else BertModel.
   2. model.safetensors: parameters renamed by :data:`HF_NAMES` (a plain rename, no reshaping), plus
      the MLM head as ``cls.predictions.*`` when given (its decoder is tied to the word embeddings).
+  The token-type table is exported (BertModel's token_type_embeddings; pass token_type_ids). A model
+  with a language table (n_langs > 0) or GLM's block positions is refused with the reason.
   3. The tokenizer files of ``tokenizer_dir`` copied (tokenizer.json, tokenizer_config.json, ...).
   ``AutoModel.from_pretrained(out_dir)`` then gives the same last hidden states as the codept model
   on a single bidirectional document (tests/test_hf.py). The BERT pooler is not written: codept does
@@ -105,11 +107,23 @@ def bert_config(cfg: ModelConfig, architecture: str = "BertModel"):
     )
 
 
+def refuse_unexportable(cfg: ModelConfig) -> None:
+    """BERT holds tokens, positions and token types (exported); a table it has no place for is refused
+    here, never silently dropped."""
+    if cfg.n_langs:
+        raise ValueError(f"the model has a language-embedding table (n_langs={cfg.n_langs}); transformers' BERT "
+                         "has none, so exporting it would silently drop the language ids: not exported")
+    if cfg.block_positions:
+        raise ValueError("the model has a second (block) position table (GLM 2-D positions); transformers' BERT "
+                         "has none: not exported")
+
+
 def export(model: Transformer, tokenizer_dir: str | Path, out_dir: str | Path, mlm_head=None) -> Path:
     """Write a folder that transformers.AutoModel / AutoTokenizer load (see module docstring)."""
     from safetensors.torch import save_file
     from tokenizers import Tokenizer
 
+    refuse_unexportable(model.config)
     tokenizer_dir, out = Path(tokenizer_dir), Path(out_dir)
     tok_files = [tokenizer_dir / f for f in TOKENIZER_FILES if (tokenizer_dir / f).is_file()]
     if not tok_files:

@@ -1,18 +1,19 @@
 """One transformer for encoders and decoders, driven by the one attention rule of codept.attention.
 
-    visible(q, k) = seg[q] == seg[k] != 0  and  (k <= q  or  prefix[k])
+    visible(q, k) = seg[q] == seg[k] != 0  and  (order[k] <= order[q]  or  prefix[k])   (order: row index by default)
 
 The batch decides what the model is: ``prefix`` all True = bidirectional encoder (BERT), all False =
 causal decoder, a leading run of True = prefix-LM / UniLM / GLM part A; ``segment_ids`` keep packed
 documents apart and hide padding. The architecture is Hugging Face BERT's, so a model exports to and
 imports from ``transformers.BertModel`` by renaming parameters (codept.model.hf):
 post-LayerNorm blocks, exact (erf) GELU, learned absolute position embeddings indexed by the
-``positions`` tensor (restarting at 0 for every packed document), token-type embedding 0, LayerNorm
+``positions`` tensor (restarting at 0 for every packed document), token types from ``types`` (0 without), LayerNorm
 eps from the config. The MLM decoder is tied to ``embed.tokens`` (codept.model.heads.LMHead).
 
 Algorithm (:meth:`Transformer.forward`), for a padded batch of B rows of T tokens, C = hidden:
-  1. x = LayerNorm(tokens[input_ids] + types[0] + positions[positions])          # (B, T, C)
-  2. The mask is built ONCE per forward from (segment_ids, prefix): a dense (B, T, T) bool for the
+  1. x = LayerNorm(tokens[input_ids] + types[types or 0] + positions[positions]
+                    (+ langs[langs] + blocks[block_positions] when configured))      # (B, T, C)
+  2. The mask is built ONCE per forward from (segment_ids, prefix, order): a dense (B, T, T) bool for the
      "reference" and "sdpa" paths, a FlexAttention BlockMask for "flex". A padding query (seg 0)
      sees only itself, so no row is empty (no NaN) and every path gives the same numbers.
   3. Each block: x = LN(x + Drop(Attn(x))); x = LN(x + Drop(W2 GELU(W1 x)))     # post-LN, as BERT
@@ -39,6 +40,7 @@ import torch.utils.checkpoint
 from torch import nn
 
 ATTENTION_PATHS = ("reference", "sdpa", "flex")
+OPTIONAL_INPUTS = ("types", "langs", "block_positions", "order")  # batch columns beyond the four always there
 RESIDUAL_INITS = ("normal", "zero")
 
 
@@ -54,7 +56,11 @@ class ModelConfig:
     heads: int = 12  # H, attention heads; hidden % heads == 0 (num_attention_heads)
     intermediate: int = 3072  # MLP width (intermediate_size)
     max_positions: int = 512  # rows of the position table: every position id must be < this
-    type_vocab_size: int = 2  # BERT's token-type table; codept always uses type 0
+    type_vocab_size: int = 2  # BERT's token-type table, indexed by a batch's ``types`` (0 without them)
+    n_langs: int = 0  # rows of a language-embedding table (XLM) indexed by ``langs``; 0 = no table.
+    #                   BERT has no such table: a model with one is refused by the HF export
+    block_positions: bool = False  # a second position table indexed by ``block_positions`` (GLM's
+    #                   2-D positions); BERT has none: refused by the HF export
     dropout: float = 0.1  # on embeddings, attention output and MLP output (hidden_dropout_prob)
     attention_dropout: float = 0.1  # on attention probabilities (attention_probs_dropout_prob)
     layer_norm_eps: float = 1e-12  # every LayerNorm (layer_norm_eps)
@@ -71,6 +77,8 @@ class ModelConfig:
         for name in ("vocab_size", "hidden", "layers", "heads", "intermediate", "max_positions", "type_vocab_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"ModelConfig.{name}={getattr(self, name)} must be >= 1")
+        if self.n_langs < 0:
+            raise ValueError(f"ModelConfig.n_langs={self.n_langs} must be >= 0 (0 = no language table)")
         if self.hidden % self.heads:
             raise ValueError(f"hidden={self.hidden} is not divisible by heads={self.heads}")
         if self.residual_init not in RESIDUAL_INITS:
@@ -131,20 +139,23 @@ PRESETS = {"tiny": tiny, "debug_cpu": debug_cpu, "small_1xh200": small_1xh200, "
 # The attention rule in torch
 
 
-def visibility(segment_ids: torch.Tensor, prefix: torch.Tensor) -> torch.Tensor:
+def visibility(segment_ids: torch.Tensor, prefix: torch.Tensor, order: torch.Tensor | None = None) -> torch.Tensor:
     """Boolean (B, T, T) mask, [b, q, k] True where query q may attend to key k: the rule of
     codept.attention.visible, plus the diagonal for padding queries so that no row is empty."""
     seg = segment_ids  # (B, T)
     t = seg.shape[-1]
     idx = torch.arange(t, device=seg.device)
-    causal = idx[None, :] <= idx[:, None]  # (T, T) [q, k]: k <= q
+    if order is None:
+        causal = (idx[None, :] <= idx[:, None])[None]  # (1, T, T) [q, k]: k <= q
+    else:
+        causal = order[:, None, :] <= order[:, :, None]  # (B, T, T) [q, k]: order[k] <= order[q]
     same = (seg[:, :, None] == seg[:, None, :]) & (seg[:, :, None] != 0)  # (B, T, T)
-    mask = same & (causal[None] | prefix[:, None, :].bool())
+    mask = same & (causal | prefix[:, None, :].bool())
     pad_self = (seg == 0)[:, :, None] & (idx[:, None] == idx[None, :])[None]  # padding query -> itself
     return mask | pad_self
 
 
-def flex_block_mask(segment_ids: torch.Tensor, prefix: torch.Tensor):
+def flex_block_mask(segment_ids: torch.Tensor, prefix: torch.Tensor, order: torch.Tensor | None = None):
     """FlexAttention BlockMask of the same rule (plus the padding diagonal)."""
     from torch.nn.attention.flex_attention import create_block_mask
 
@@ -153,7 +164,8 @@ def flex_block_mask(segment_ids: torch.Tensor, prefix: torch.Tensor):
 
     def rule(bi, h, q, k):
         same = (seg[bi, q] == seg[bi, k]) & (seg[bi, q] != 0)
-        return (same & ((k <= q) | pre[bi, k])) | ((seg[bi, q] == 0) & (q == k))
+        before = (k <= q) if order is None else (order[bi, k] <= order[bi, q])
+        return (same & (before | pre[bi, k])) | ((seg[bi, q] == 0) & (q == k))
 
     return create_block_mask(rule, b, None, t, t, device=seg.device)
 
@@ -194,17 +206,28 @@ def attend(q, k, v, mask, path: str, dropout_p: float = 0.0) -> torch.Tensor:
 
 
 class Embeddings(nn.Module):
+    """tokens + types + positions (BERT's order), + languages (XLM) and block positions (GLM) when
+    the config has those tables; a batch without ``types`` uses type 0 for every token."""
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.tokens = nn.Embedding(cfg.vocab_size, cfg.hidden)
         self.positions = nn.Embedding(cfg.max_positions, cfg.hidden)
         self.types = nn.Embedding(cfg.type_vocab_size, cfg.hidden)
+        self.langs = nn.Embedding(cfg.n_langs, cfg.hidden) if cfg.n_langs else None
+        self.blocks = nn.Embedding(cfg.max_positions, cfg.hidden) if cfg.block_positions else None
         self.norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        x = self.tokens(input_ids) + self.types.weight[0]  # (B, T, C); BERT's summation order
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, types: torch.Tensor | None = None,
+                langs: torch.Tensor | None = None, block_positions: torch.Tensor | None = None) -> torch.Tensor:
+        t = self.types.weight[0] if types is None else self.types(types)
+        x = self.tokens(input_ids) + t  # (B, T, C); BERT's summation order
         x = x + self.positions(positions)
+        if self.langs is not None and langs is not None:
+            x = x + self.langs(langs)
+        if self.blocks is not None and block_positions is not None:
+            x = x + self.blocks(block_positions)
         return self.drop(self.norm(x))
 
 
@@ -268,10 +291,14 @@ class Transformer(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, segment_ids: torch.Tensor | None = None,
                 positions: torch.Tensor | None = None, prefix: torch.Tensor | None = None,
-                attention: str | None = None) -> torch.Tensor:
+                attention: str | None = None, *, types: torch.Tensor | None = None,
+                langs: torch.Tensor | None = None, block_positions: torch.Tensor | None = None,
+                order: torch.Tensor | None = None) -> torch.Tensor:
         """input_ids, segment_ids, positions (B, T) long; prefix (B, T) bool. Missing segment_ids =
-        one document per row, missing positions = 0..T-1, missing prefix = ``not config.causal``.
-        ``attention`` overrides the config's path. Returns hidden states (B, T, C)."""
+        one document per row, missing positions = 0..T-1, missing prefix = ``not config.causal``;
+        types / langs / block_positions (B, T) feed the embedding tables (codept.data.pack's optional
+        columns), order (B, T) the attention rule. ``attention`` overrides the config's path.
+        Returns hidden states (B, T, C)."""
         cfg = self.config
         b, t = input_ids.shape
         if t > cfg.max_positions and positions is None:
@@ -283,8 +310,13 @@ class Transformer(nn.Module):
         if prefix is None:
             prefix = torch.full((b, t), not cfg.causal, dtype=torch.bool, device=input_ids.device)
         path = attention or cfg.attention
-        mask = flex_block_mask(segment_ids, prefix) if path == "flex" else visibility(segment_ids, prefix)
-        x = self.embed(input_ids, positions)  # (B, T, C)
+        if langs is not None and cfg.n_langs == 0:
+            raise ValueError("the batch has language ids (langs) but the model has no language table: set model.n_langs")
+        if block_positions is not None and not cfg.block_positions:
+            raise ValueError("the batch has block_positions but the model has no second position table: "
+                             "set model.block_positions=true")
+        mask = (flex_block_mask if path == "flex" else visibility)(segment_ids, prefix, order)
+        x = self.embed(input_ids, positions, types, langs, block_positions)  # (B, T, C)
         for block in self.blocks:
             if cfg.checkpointing and self.training:
                 x = torch.utils.checkpoint.checkpoint(block, x, mask, path, use_reentrant=False)
@@ -293,8 +325,10 @@ class Transformer(nn.Module):
         return x
 
     def encode(self, batch: dict, attention: str | None = None) -> torch.Tensor:
-        """Hidden states (B, T, C) of a padded batch from codept.data.collate."""
-        return self(batch["input_ids"], batch["segment_ids"], batch["positions"], batch["prefix"], attention)
+        """Hidden states (B, T, C) of a padded batch from codept.data.collate (its optional columns
+        types, langs, block_positions and order are passed on when present)."""
+        extra = {k: batch[k] for k in OPTIONAL_INPUTS if k in batch}
+        return self(batch["input_ids"], batch["segment_ids"], batch["positions"], batch["prefix"], attention, **extra)
 
     def num_parameters(self, embeddings: bool = True) -> int:
         n = sum(p.numel() for p in self.parameters())

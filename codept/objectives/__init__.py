@@ -1,7 +1,10 @@
-"""Objectives: ``build(vocab, config) -> objective(view, rng) -> Example``.
+"""Objectives: ``build(vocab, config) -> objective(view, rng, ctx=None) -> Example | None``.
 
-An objective is a pure function of one document view and a NumPy Generator (seeded by the stream
-from (seed, epoch, index)); it composes a selector (select.py: WHERE) with a renderer (render.py:
+An objective is a pure function of one document view, a NumPy Generator (seeded by the stream from
+(seed, epoch, index)) and a codept.data.stream.Context (training progress, partner documents drawn
+with the same rng; None outside a stream). It returns the widened Example of codept.data.example:
+ids + prefix, integer labels, float targets, pointers (several targets per record), per-document
+scalars, parts, and optional positions / block positions / types / langs / order. It composes a selector (select.py: WHERE) with a renderer (render.py:
 HOW). The registry is an explicit dict; a test checks it. ``HEADS_OF`` says which model heads
 (codept.model.heads.HEADS) each objective's labels train; recipes build heads from it.
 """

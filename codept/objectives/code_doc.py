@@ -214,7 +214,7 @@ def _markup_mask(doc: str, end: int) -> np.ndarray:
 def build(vocab: render.Vocab, cfg: Config = Config()):
     kind_ids = np.array([DEFINITION_KINDS.index(k) for k in cfg.kinds], dtype=np.int64)
 
-    def code_doc(view, rng: np.random.Generator) -> Example | None:
+    def code_doc(view, rng: np.random.Generator, ctx=None) -> Example | None:
         funcs = np.asarray(view.functions)
         cand = candidates(funcs, kind_ids)
         if len(cand) == 0:

@@ -26,7 +26,7 @@ class Config:
 
 
 def build(vocab: render.Vocab, cfg: Config = Config()):
-    def mlm(view, rng: np.random.Generator) -> Example:
+    def mlm(view, rng: np.random.Generator, ctx=None) -> Example:
         ids = np.asarray(view.input_ids)
         chosen = select.random_tokens(vocab.candidates(ids), cfg.rate, rng)
         new, labels = render.bert_80_10_10(ids, render.tokens_as_units(chosen), vocab, rng, cfg.p_mask, cfg.p_random)

@@ -10,7 +10,8 @@ Cost: O(T). Not covered: sentinel rendering (T5/GLM), identifier renaming (later
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -20,6 +21,18 @@ from codept.data.example import IGNORE
 
 MASK_TOKENS = ("<mask>", "[MASK]")  # codept/RoBERTa/CodeBERT, BERT/MiniLM
 PAD_TOKENS = ("<pad>", "[PAD]")
+# role -> the token texts that play it, first match wins (codept's BPE, BERT WordPiece, RoBERTa BPE, T5)
+ROLE_TOKENS = {
+    "cls": ("<cls>", "[CLS]", "<s>"),
+    "sep": ("<sep>", "[SEP]", "</s>"),
+    "bos": ("<bos>", "<s>", "[CLS]"),
+    "eos": ("<eos>", "</s>", "[SEP]"),
+    "unk": ("<unk>", "[UNK]"),
+    "sop": ("<sop>",),  # GLM: start of a span in part B
+    "eop": ("<eop>",),  # GLM: end of a span
+}
+_SENTINEL = re.compile(r"<(?:sentinel|extra_id)_(\d+)>")
+_LANG_TAG = re.compile(r"<lang_([^>]+)>")
 
 
 @dataclass(frozen=True)
@@ -34,11 +47,41 @@ class Vocab:
     special_ids: tuple[int, ...]
     mask_id: int
     pad_id: int = 0
+    roles: tuple[tuple[str, int], ...] = ()  # (role, id) of ROLE_TOKENS found: cls, sep, bos, eos, unk, sop, eop
+    sentinel_ids: tuple[int, ...] = ()  # T5-style sentinels in order (<sentinel_0>, ... / <extra_id_0>, ...)
+    lang_tags: tuple[tuple[str, int], ...] = ()  # (language, id) of every <lang_X> tag
+    _roles: dict = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        bad = [i for i in (self.mask_id, self.pad_id, *self.special_ids) if not 0 <= i < self.size]
+        ids = (self.mask_id, self.pad_id, *self.special_ids, *(i for _, i in self.roles), *self.sentinel_ids,
+               *(i for _, i in self.lang_tags))
+        bad = [i for i in ids if not 0 <= i < self.size]
         if bad:
             raise ValueError(f"Vocab: ids {bad[:5]} outside [0, {self.size})")
+        object.__setattr__(self, "_roles", dict(self.roles))
+
+    def id_of(self, role: str) -> int:
+        """The id of a special role (``cls``, ``sep``, ``bos``, ``eos``, ``unk``, ``sop``, ``eop``);
+        an error naming the tokens looked for when the tokenizer has none."""
+        if role not in ROLE_TOKENS:
+            raise KeyError(f"unknown special role {role!r}; roles: {sorted(ROLE_TOKENS)}")
+        if role not in self._roles:
+            raise ValueError(f"the tokenizer has no {role} token (looked for {ROLE_TOKENS[role]} among its special tokens)")
+        return self._roles[role]
+
+    def sentinel(self, i: int) -> int:
+        """The id of sentinel i (T5 span corruption, identifier masking)."""
+        if not 0 <= i < len(self.sentinel_ids):
+            raise ValueError(f"sentinel {i} requested but the tokenizer has {len(self.sentinel_ids)} sentinels "
+                             "(<sentinel_i> / <extra_id_i>)")
+        return self.sentinel_ids[i]
+
+    def lang_id(self, lang: str) -> int:
+        """The id of the <lang_X> tag of `lang`."""
+        tags = dict(self.lang_tags)
+        if lang not in tags:
+            raise ValueError(f"the tokenizer has no <lang_{lang}> tag; it has {sorted(tags)}")
+        return tags[lang]
 
     @classmethod
     def contiguous(cls, size: int, n_special: int, mask_id: int, pad_id: int = 0) -> "Vocab":
@@ -55,7 +98,14 @@ class Vocab:
         if mask is None:
             raise ValueError(f"the tokenizer has no mask token (looked for {MASK_TOKENS} among its added tokens)")
         pad = next((by_text[m] for m in PAD_TOKENS if m in by_text), 0)
-        return cls(size=tok.get_vocab_size(), special_ids=specials, mask_id=mask, pad_id=pad)
+        special_text = {t.content: i for i, t in added.items() if t.special}
+        found = {role: next((special_text[t] for t in texts if t in special_text), None)
+                 for role, texts in ROLE_TOKENS.items()}
+        roles = tuple((role, i) for role, i in found.items() if i is not None)
+        sentinels = sorted((int(m.group(1)), i) for t, i in special_text.items() if (m := _SENTINEL.fullmatch(t)))
+        langs = tuple(sorted((m.group(1), i) for t, i in special_text.items() if (m := _LANG_TAG.fullmatch(t))))
+        return cls(size=tok.get_vocab_size(), special_ids=specials, mask_id=mask, pad_id=pad, roles=roles,
+                   sentinel_ids=tuple(i for _, i in sentinels), lang_tags=langs)
 
     @cached_property
     def is_special(self) -> np.ndarray:

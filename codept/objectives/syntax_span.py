@@ -39,7 +39,7 @@ class Config:
 def build(vocab: render.Vocab, cfg: Config = Config()):
     kind_ids = np.array([SPAN_KIND_ID[k] for k in cfg.kinds], dtype=np.int64)
 
-    def syntax_span(view, rng: np.random.Generator) -> Example:
+    def syntax_span(view, rng: np.random.Generator, ctx=None) -> Example:
         ids = np.asarray(view.input_ids)
         spans = np.asarray(view.spans)
         if len(kind_ids):

@@ -38,20 +38,8 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 import pyarrow as pa
 
+from codept.data.viewrows import TokenText, arrays_from_record, to_record, tokenize  # noqa: F401 (re-exported)
 from codept.structure import grammar, kinds, offsets, resolve
-
-
-class TokenText:
-    """Text access shared by views with ``text`` and token ``offsets`` (T, 2)."""
-
-    def token_text(self, start: int, end: int) -> str:
-        """Text covered by tokens [start, end)."""
-        if end <= start:
-            return ""
-        return self.text[self.offsets[start, 0] : self.offsets[end - 1, 1]]
-
-    def char_range(self, start: int, end: int) -> tuple[int, int]:
-        return int(self.offsets[start, 0]), int(self.offsets[end - 1, 1])
 
 
 @dataclass(eq=False)
@@ -82,26 +70,6 @@ class CodeView(TokenText):
     def from_record(cls, rec: dict) -> "CodeView":
         return cls(path=rec["path"], lang=rec["lang"], text=rec["text"], has_error=bool(rec["has_error"]),
                    names=list(rec["names"]), **arrays_from_record(rec, _ARRAYS))
-
-
-def to_record(view) -> dict:
-    """A view dataclass as a flat dict of Arrow-friendly values (2-D arrays flattened row-major;
-    the ``stats`` field is run-time information and is not stored)."""
-    rec = {}
-    for f in fields(view):
-        if f.name != "stats":
-            v = getattr(view, f.name)
-            rec[f.name] = v.reshape(-1) if isinstance(v, np.ndarray) else v
-    return rec
-
-
-def arrays_from_record(rec: dict, spec: dict[str, tuple]) -> dict[str, np.ndarray]:
-    """The arrays of a record, as `spec` (name -> (dtype, width; 0 = 1-D)) says."""
-    out = {}
-    for name, (dtype, width) in spec.items():
-        a = np.asarray(rec[name], dtype=dtype)
-        out[name] = a if width == 0 else a.reshape(-1, width)
-    return out
 
 
 # array field -> (dtype, width; 0 = 1-D)
@@ -154,18 +122,6 @@ def _overlaps_any(ranges: np.ndarray, bad: np.ndarray) -> np.ndarray:
     k = np.searchsorted(bad[:, 0], ranges[:, 1], side="left")
     reach = np.where(k > 0, max_end[np.maximum(k - 1, 0)], -1)
     return reach > ranges[:, 0]
-
-
-def tokenize(tokenizer, text: str) -> tuple[np.ndarray, np.ndarray]:
-    """Token ids (T,) int32 and char offsets (T, 2) int64 of `text`, no special tokens added.
-
-    Source text never yields a special id: ``"<mask>"`` in a string literal is encoded as text."""
-    if not tokenizer.encode_special_tokens:
-        tokenizer.encode_special_tokens = True
-    enc = tokenizer.encode(text, add_special_tokens=False)
-    ids = np.array(enc.ids, dtype=np.int32)
-    offs = np.fromiter(itertools.chain.from_iterable(enc.offsets), dtype=np.int64, count=2 * len(ids))
-    return ids, offs.reshape(-1, 2)
 
 
 def resolve_identifiers(parsed: grammar.ParsedFile, data: bytes, scope_order: str) -> tuple[np.ndarray, list[str]]:

@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from codept.structure.view import tokenize
+from codept.data.viewrows import tokenize
 from codept.text import segment
 from codept.text.view import PairView, TextView
 

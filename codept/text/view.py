@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from codept.structure.view import TokenText, arrays_from_record, to_record
+from codept.data.viewrows import TokenText, arrays_from_record, to_record
 
 _NONSPACE = re.compile(r"\S+")
 
