@@ -8,7 +8,7 @@ import pytest
 from codept.data.example import IGNORE
 from codept.data.sources import read_source, stdlib_files
 from codept.model.heads import HEADS
-from codept.objectives import HEADS_OF, OBJECTIVES, build
+from codept.objectives import HEADS_OF, OBJECTIVES, VIEWS_OF, build
 from codept.objectives.render import Vocab
 from codept.objectives.select import budget, whole_spans
 from codept.structure.view import build_view
@@ -18,14 +18,16 @@ MASKING = [n for n in OBJECTIVES if HEADS_OF[n] == ("mlm",)]  # token-masking ob
 
 
 def test_registry_is_explicit_and_checked(byte_tok):
-    assert set(OBJECTIVES) == {"mlm", "syntax_span", "code_doc"}
+    assert {"mlm", "syntax_span", "code_doc"} <= set(OBJECTIVES)
     assert set(HEADS_OF) == set(OBJECTIVES)  # every objective says which heads it trains
+    assert set(VIEWS_OF) == set(OBJECTIVES)  # ... and which view kinds it reads
+    assert all(ks and set(ks) <= {"code", "text", "pair"} for ks in VIEWS_OF.values()), VIEWS_OF
     assert all(hs and set(hs) <= set(HEADS) for hs in HEADS_OF.values()), HEADS_OF
     vocab = Vocab.from_tokenizer(byte_tok)
     for name in OBJECTIVES:
         assert callable(build(name, vocab))
     with pytest.raises(KeyError, match="unknown objective"):
-        build("nsp", vocab)
+        build("no_such_objective", vocab)
     with pytest.raises(TypeError, match="no settings"):
         build("mlm", vocab, ratio=0.2)
     with pytest.raises(ValueError, match="kinds"):

@@ -28,6 +28,15 @@ HEADS_OF = {
 }
 
 
+# objective -> the view kinds it reads (codept.data.views.KINDS: code, text, pair); a recipe refuses
+# an objective on a corpus of another kind before any work.
+VIEWS_OF = {
+    "mlm": ("code", "text"),
+    "syntax_span": ("code",),
+    "code_doc": ("code",),
+}
+
+
 def build(name: str, vocab, **overrides):
     """The objective `name` with its Config overridden by keyword (unknown keys are an error)."""
     if name not in OBJECTIVES:
