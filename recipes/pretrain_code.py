@@ -47,6 +47,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # 2 ranks on 2 cores: no thread oversubscription
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from codept.data.views import open_views  # noqa: E402
 from codept.model import transformer as T  # noqa: E402
 from codept.model.heads import Pretrainer, build_head  # noqa: E402
 from codept.model.hf import init_from, load_mlm_head  # noqa: E402
@@ -56,6 +57,7 @@ from codept.probe.defaults import ProbeConfig, baseline, default_probes  # noqa:
 from codept.probe.run import Probe  # noqa: E402
 from codept.probe.split import split_views  # noqa: E402
 from codept.prepare import load_views, prepare  # noqa: E402
+from codept.text.prepare import prepare_text  # noqa: E402
 from codept.tokenizer import default_tokenizer_dir, load_tokenizer  # noqa: E402
 from codept.train import checkpoint  # noqa: E402
 from codept.train import engine as E  # noqa: E402
@@ -72,6 +74,8 @@ class DataConfig:
     # for code_doc alone). Pass data.mixture=mlm:1,syntax_span:1 for the token-level objectives.
     mixture: str = "code_doc:1"
     sources: str = ""  # comma-separated prepare sources; empty = this interpreter's stdlib
+    text: str = ""  # comma-separated `codept prepare-text` sources (text files/folders, .jsonl/.tsv/.mo/.po
+    #                 pairs), read by mixture entries objective@text (TextViews) and objective@pairs (PairViews)
     buffer: int = 256  # documents packed together (codept.data.pack)
 
 
@@ -108,7 +112,15 @@ def configure(preset: str, items: list[str]):
     if preset not in PRESETS:
         raise ConfigError(f"--preset {preset!r}: unknown; presets: {sorted(PRESETS)}")
     run, model, data = PRESETS[preset]()
-    return L.configure(items, run, {"model": model, "data": data, "probe": ProbeConfig(), "val": L.ValConfig()})
+    settings, mixture = L.configure(items, run, {"model": model, "data": data, "probe": ProbeConfig(),
+                                                 "val": L.ValConfig()}, CORPORA)
+    text_corpora = [c for c in L.corpora_used(mixture) if c != "code"]
+    if text_corpora and not settings.sections["data"].text:
+        raise ConfigError(f"data.mixture reads the {'/'.join(text_corpora)} corpus: give its sources as data.text=PATH[,PATH]")
+    return settings, mixture
+
+
+CORPORA = {"code": "code", "text": "text", "pairs": "pair"}  # corpus name -> view kind (objective@corpus)
 
 
 def check_init_from(init_dir: Path | None, items: list[str]) -> None:
@@ -167,13 +179,19 @@ def main(argv: list[str]) -> int:
     if pcfg.holdout > 0:  # the held-out files: the in-domain probe and validation, never trained on
         train_idx, held_idx = split_views(views, pcfg.holdout)
         views, held = views.select(train_idx), views.select(held_idx)
+    corpora, held = {"code": views}, {"code": held}
+    text_used = [c for c in L.corpora_used(mixture) if c != "code"]
+    if text_used:  # text / pair views of `codept prepare-text`, held out by path hash (val.holdout)
+        text_dir = _prepare_text(data.text, tok_dir, is_main)
+        for name in text_used:
+            corpora[name], held[name] = open_views(text_dir, kind=CORPORA[name]).split(vcfg.holdout)
     cheap = {n: Probe.from_pairs(load_pairs(d), pcfg.pool, 0, max_queries=pcfg.queries) for n, d in probe_dirs.items()}
     if init_dir is None and model_cfg.vocab_size != vocab.size:
         model_cfg = T.configure(model_cfg, vocab_size=vocab.size)
 
     # 2. one stream per rank; fixed held-out validation rows (built once)
     head_names = L.heads_of(mixture)
-    stream = L.packed(L.streams(views, mixture, vocab, settings.objectives), mixture, run.seed, world,
+    stream = L.packed(L.streams(corpora, mixture, vocab, settings.objectives), mixture, run.seed, world,
                       run.seq_len, vocab.pad_id, data.buffer)
     validation = L.validation_batches(held, mixture, vocab, settings.objectives, world, run, vcfg,
                                       vocab.pad_id, data.buffer)
@@ -254,6 +272,17 @@ def main(argv: list[str]) -> int:
         print(json.dumps(result, indent=2))
     E.shutdown()
     return 0
+
+
+def _prepare_text(sources: str, tok_dir: Path, is_main: bool) -> str:
+    """Rank 0 prepares the text sources (cached by content hash), then the others find the folder."""
+    srcs = [x for x in sources.split(",") if x]
+    if is_main:
+        out = prepare_text(srcs, tokenizer_dir=tok_dir, progress=True)["out"]
+    E.barrier()
+    if not is_main:
+        out = prepare_text(srcs, tokenizer_dir=tok_dir, progress=False)["out"]
+    return out
 
 
 def probe_scalars(probes: dict, engine, tokenizer, pcfg: ProbeConfig) -> dict:

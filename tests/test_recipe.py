@@ -200,6 +200,9 @@ def _recipe_module():
     ("loss.mlm=0", "every head of the mixture weighs 0"),
     ("val.rows=0", r"val: every=50, rows=0"),
     ("stepz=3", r"unknown setting 'stepz'.*did you mean steps"),
+    ("data.mixture=syntax_span@text:1", r"syntax_span reads code views, corpus 'text' holds text views"),
+    ("data.mixture=mlm@wiki:1", r"names corpus 'wiki'; this recipe has code, text, pairs"),
+    ("data.mixture=mlm@text:1", r"reads the text corpus: give its sources as data.text"),
 ])
 def test_every_setting_is_checked_by_configure(item, match):
     from codept.train.config import ConfigError
@@ -279,3 +282,38 @@ def test_ablation_checks_every_run_before_the_first_launch(tmp_path):
                                   "steps": 5, "preset": "debug_cpu",
                                   "val": {"step": 5, "docs": 9, "mlm": {"loss": 6.1, "acc": 0.2, "n": 40}}}})
     assert "| mlm:1 | 0.500 | 2.0 | mlm 6.1/0.2 |" in row
+
+
+def _docstring_corpus(folder: Path, n: int = 60) -> Path:
+    """English text every Python has: the longer module docstrings of the standard library (read with
+    ast, nothing imported), one file each."""
+    import ast
+
+    from codept.data.sources import stdlib_files
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in stdlib_files():
+        if len(list(folder.iterdir())) >= n:
+            break
+        try:
+            doc = ast.get_docstring(ast.parse(path.read_bytes()))
+        except (SyntaxError, ValueError):
+            continue
+        if doc and len(doc) > 400:
+            (folder / f"{path.parent.name}_{path.stem}.txt").write_text(doc)
+    return folder
+
+
+@pytest.mark.slow
+def test_mlm_streams_from_prepared_text_views_with_falling_validation_loss(tmp_path):
+    """Text views of `codept prepare-text` stream into the code recipe's loop next to code views:
+    mlm on both corpora, held-out text documents (path hash) in the validation rows."""
+    text = _docstring_corpus(tmp_path / "txt")
+    out = tmp_path / "run"
+    stdout = recipe(out, "steps=12", "val.every=4", "val.holdout=0.2", "save_every=0", "probe.every=0",
+                    "data.mixture=mlm:1,mlm@text:2", f"data.text={text}")
+    summary, _ = json.JSONDecoder().raw_decode(stdout[stdout.index("{\n"):])
+    vals = [d["val/mlm/loss"] for d in map(json.loads, (out / "eval.jsonl").read_text().splitlines())
+            if "val/mlm/loss" in d]
+    assert len(vals) == 3 and vals[-1] < vals[0], vals
+    assert summary["val"]["mlm"]["n"] > 100

@@ -23,6 +23,7 @@ plus the text copy (benchmarks/bench_stream.py). Not covered: views whose arrays
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -80,6 +81,24 @@ class Views:
         out.__dict__.update(self.__dict__)
         out._indices, out._n = base, len(base)
         return out
+
+    def paths(self) -> list[str]:
+        """The path of every view, in order (one string column read, no arrays)."""
+        rows = np.arange(self._starts[-1]) if self._indices is None else self._indices
+        b = np.searchsorted(self._starts, rows, side="right") - 1
+        cols = [bt.column("path").to_pylist() for bt in self._batches]
+        return [cols[i][r - int(self._starts[i])] for i, r in zip(b.tolist(), rows.tolist())]
+
+    def split(self, share: float, salt: str = "holdout") -> tuple["Views", "Views"]:
+        """(kept, held-out) views: a view is held out when the hash of ``salt + path`` falls in the
+        first `share` of the hash range, so the split is the same on every rank, machine and run and
+        does not depend on the corpus order."""
+        if not 0.0 <= share < 1.0:
+            raise ValueError(f"share={share}: the held-out share must be in [0, 1)")
+        h = np.array([int.from_bytes(hashlib.sha1((salt + p).encode("utf-8", "surrogateescape")).digest()[:8], "big")
+                      for p in self.paths()], dtype=np.uint64)
+        held = h < np.uint64(int(share * 2**64)) if share else np.zeros(len(h), bool)
+        return self.select(np.flatnonzero(~held)), self.select(np.flatnonzero(held))
 
     def __getitem__(self, i: int):
         if not -self._n <= i < self._n:

@@ -47,7 +47,7 @@ from codept.data.collate import collate
 from codept.data.stream import Mixture, PackedStream
 from codept.data.views import view_source
 from codept.model.heads import HEADS, target_counts
-from codept.objectives import HEADS_OF, OBJECTIVES
+from codept.objectives import HEADS_OF, OBJECTIVES, VIEWS_OF
 from codept.objectives import build as build_objective
 from codept.train import checkpoint
 from codept.train import engine as E
@@ -61,53 +61,87 @@ class ValConfig:
     every: int = 50  # optimizer steps between validations (0 = only at the end)
     rows: int = 32  # packed held-out rows per rank, built once (micro-batches of micro_batch_rows)
     seed: int = 1234  # seed of the validation stream: fixed, so runs of different seeds see the same rows
+    holdout: float = 0.1  # share of a text corpus's documents held out (by path hash, codept.data.views.Views.split);
+    #                       code corpora use the probe split (probe.holdout)
 
     def __post_init__(self):
         if self.every < 0 or self.rows < 1:
             raise ValueError(f"every={self.every}, rows={self.rows}: need every >= 0 and rows >= 1")
+        if not 0.0 <= self.holdout < 1.0:
+            raise ValueError(f"holdout={self.holdout}: must be in [0, 1)")
 
 
 # ------------------------------------------------------------------------------------------------
 # 1. settings
 
 
-def parse_mixture(spec: str) -> list[tuple[str, float]]:
-    """``"mlm:1,code_doc:2"`` -> [(name, weight)]; ConfigError naming the entry and the rule."""
+CORPUS_SEP = "@"
+
+
+def objective_of(key: str) -> str:
+    """``"mlm@text"`` -> ``"mlm"`` (a mixture key names an objective and, optionally, its corpus)."""
+    return key.partition(CORPUS_SEP)[0]
+
+
+def corpus_of(key: str) -> str:
+    """``"mlm@text"`` -> ``"text"``; a key without a corpus reads the recipe's first (default) corpus."""
+    return key.partition(CORPUS_SEP)[2] or "code"
+
+
+def parse_mixture(spec: str, corpora: dict[str, str] | None = None) -> list[tuple[str, float]]:
+    """``"mlm:1,code_doc:2,mlm@text:1"`` -> [(key, weight)]; ``corpora`` maps the recipe's corpus names
+    to their view kinds (default {"code": "code"}): an objective must read that kind
+    (codept.objectives.VIEWS_OF). ConfigError naming the entry and the rule."""
+    corpora = corpora or {"code": "code"}
     out: list[tuple[str, float]] = []
     for entry in filter(None, (e.strip() for e in spec.split(","))):
-        name, colon, raw = entry.partition(":")
+        key, colon, raw = entry.partition(":")
+        name, corpus = objective_of(key), corpus_of(key)
         if name not in OBJECTIVES:
             close = difflib.get_close_matches(name, list(OBJECTIVES), n=1)
             hint = f"; did you mean {close[0]}?" if close else ""
             raise ConfigError(f"data.mixture={spec!r}: unknown objective {name!r}{hint} (registered: "
                               f"{', '.join(OBJECTIVES)})")
+        if corpus not in corpora:
+            raise ConfigError(f"data.mixture={spec!r}: {key!r} names corpus {corpus!r}; this recipe has "
+                              f"{', '.join(corpora)} (write objective{CORPUS_SEP}corpus)")
+        if corpora[corpus] not in VIEWS_OF[name]:
+            raise ConfigError(f"data.mixture={spec!r}: {name} reads {'/'.join(VIEWS_OF[name])} views, corpus "
+                              f"{corpus!r} holds {corpora[corpus]} views")
         try:
             w = float(raw) if colon else 1.0
         except ValueError:
-            raise ConfigError(f"data.mixture={spec!r}: weight {raw!r} of {name} is not a number") from None
+            raise ConfigError(f"data.mixture={spec!r}: weight {raw!r} of {key} is not a number") from None
         if not (math.isfinite(w) and w > 0):
-            raise ConfigError(f"data.mixture={spec!r}: weight {raw!r} of {name} must be finite and > 0 "
+            raise ConfigError(f"data.mixture={spec!r}: weight {raw!r} of {key} must be finite and > 0 "
                               "(drop the objective instead of weighing it 0)")
-        if name in dict(out):
-            raise ConfigError(f"data.mixture={spec!r}: {name} appears twice (give it one weight)")
-        out.append((name, w))
+        if key in dict(out):
+            raise ConfigError(f"data.mixture={spec!r}: {key} appears twice (give it one weight)")
+        out.append((key, w))
     if not out:
         raise ConfigError(f"data.mixture={spec!r}: name at least one objective as name:weight")
     return out
 
 
+def corpora_used(mixture: list[tuple[str, float]]) -> list[str]:
+    """The corpora the mixture reads, in first-use order."""
+    return list(dict.fromkeys(corpus_of(k) for k, _ in mixture))
+
+
 def heads_of(mixture: list[tuple[str, float]]) -> list[str]:
     """The heads the mixture trains, sorted (codept.objectives.HEADS_OF)."""
-    return sorted({h for name, _ in mixture for h in HEADS_OF[name]})
+    return sorted({h for key, _ in mixture for h in HEADS_OF[objective_of(key)]})
 
 
-def configure(items: list[str], run: RunConfig, sections: dict) -> tuple[Settings, list[tuple[str, float]]]:
+def configure(items: list[str], run: RunConfig, sections: dict,
+              corpora: dict[str, str] | None = None) -> tuple[Settings, list[tuple[str, float]]]:
     """(settings, mixture) of a recipe: ``sections`` maps prefixes to the preset's dataclasses and
-    must hold ``data`` (with a ``mixture`` field); see the module docstring, step 1."""
+    must hold ``data`` (with a ``mixture`` field); ``corpora`` as for :func:`parse_mixture`; see the
+    module docstring, step 1."""
     objectives = {name: cfg for name, (_, cfg) in OBJECTIVES.items()}
     s = parse_settings(items, run, sections, objectives, list(HEADS))
-    mixture = parse_mixture(s.sections["data"].mixture)
-    names = [n for n, _ in mixture]
+    mixture = parse_mixture(s.sections["data"].mixture, corpora)
+    names = [objective_of(k) for k, _ in mixture]
     extra = sorted(set(s.objectives) - set(names))
     if extra:
         raise ConfigError(f"objective settings for {extra}, which data.mixture={s.sections['data'].mixture!r} "
@@ -145,9 +179,15 @@ def guarded(main: Callable[[list[str]], int], argv: list[str]) -> int:
 
 
 def streams(views, mixture: list[tuple[str, float]], vocab, settings: dict) -> list:
-    """One source per mixture entry: the objective built with its ``objective.<name>.*`` settings."""
-    return [view_source(views, build_objective(name, vocab, **settings.get(name, {})), name, salt=i + 1)
-            for i, (name, _) in enumerate(mixture)]
+    """One source per mixture entry: the objective built with its ``objective.<name>.*`` settings over
+    the views of its corpus (``views``: corpus name -> views, or the views of the default corpus)."""
+    by_corpus = views if isinstance(views, dict) else {"code": views}
+    out = []
+    for i, (key, _) in enumerate(mixture):
+        name = objective_of(key)
+        obj = build_objective(name, vocab, **settings.get(name, {}))
+        out.append(view_source(by_corpus[corpus_of(key)], obj, key, salt=i + 1))
+    return out
 
 
 def packed(sources: list, mixture, seed: int, world, seq_len: int, pad_id: int, buffer: int) -> PackedStream:
@@ -185,10 +225,13 @@ def _round(v: float):
 def validation_batches(held_views, mixture, vocab, settings: dict, world, run: RunConfig, val: ValConfig,
                        pad_id: int, buffer: int) -> Validation:
     """The rank's fixed validation micro-batches (module docstring, step 4); built once."""
-    n = 0 if held_views is None else len(held_views)
-    if n < world.world_size:
-        return Validation([], n, skipped=f"{n} held-out documents (probe.holdout) for {world.world_size} ranks: "
-                                         "raise probe.holdout to validate")
+    by_corpus = held_views if isinstance(held_views, dict) else {"code": held_views}
+    counts = {c: 0 if by_corpus.get(c) is None else len(by_corpus[c]) for c in corpora_used(mixture)}
+    n = sum(counts.values())
+    short = {c: k for c, k in counts.items() if k < world.world_size}
+    if short:
+        return Validation([], n, skipped=f"held-out documents per corpus {short} for {world.world_size} ranks: "
+                                         "raise probe.holdout (code) or val.holdout (text) to validate")
     stream = packed(streams(held_views, mixture, vocab, settings), mixture, val.seed, world, run.seq_len,
                     pad_id, buffer)
     rows = [next(stream) for _ in range(val.rows)]
