@@ -278,3 +278,33 @@ def test_partner_draws_and_progress_are_pure_functions_of_the_state(small_tok):
     assert first == second
     assert [p for _, _, p in first] == [min(1.0, s / 10) for s in range(12)]
     assert len({j for _, j, _ in first}) > 1
+
+
+def test_a_context_stream_resumes_exactly(small_tok):
+    """Partner draws and progress come from the stream state: a stream restored mid-buffer yields the
+    rows the uninterrupted one yields."""
+    _, tt, _, _ = _text_tables(small_tok)
+    vocab = Vocab.from_tokenizer(small_tok)
+
+    def nsp_like(view, rng, ctx):
+        _, other = ctx.partner(rng)
+        a, b = np.asarray(view.input_ids[:6]), np.asarray(other.input_ids[:6])
+        ids = np.r_[a, b].astype(np.int32)
+        return Example(ids, np.ones(len(ids), bool), types=np.r_[np.zeros(len(a)), np.ones(len(b))].astype(np.int32),
+                       scalars={"nsp": int(ctx.progress > 0.5)})
+
+    def stream():
+        src = view_source(tt, nsp_like, "nsp")
+        return PackedStream(Mixture([src, view_source(tt, build("mlm", vocab), "mlm", salt=2)], [1.0, 1.0], seed=9,
+                                    horizon=40), seq_len=32, pad_id=vocab.pad_id, buffer=8)
+
+    whole = stream()
+    rows = [next(whole) for _ in range(30)]
+    part = stream()
+    for _ in range(13):
+        next(part)
+    again = stream()
+    again.load_state_dict(part.state_dict())
+    for want in rows[13:]:
+        got = next(again)
+        assert want.keys() == got.keys() and all(np.array_equal(want[k], got[k]) for k in want)
