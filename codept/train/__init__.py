@@ -1,8 +1,10 @@
 """Training: run config and derivation (``config``), the DeepSpeed engine and the normalised optimizer
-step (``engine``, the only deepspeed import), crash-safe checkpoints (``checkpoint``).
+step (``engine``, the only deepspeed import), crash-safe checkpoints (``checkpoint``), and the wiring
+every recipe shares (``loop``: settings checked before any work, corpora -> streams, held-out
+validation of every head, the step loop, logs, clean exits; recipes/pretrain_code.py is its user).
 
 Importing this package imports nothing heavy; ``codept.train.engine`` (and, through it,
-``codept.train.checkpoint``) loads DeepSpeed. The recipe's order of calls (``deepspeed recipes/pretrain_code.py``)::
+``codept.train.checkpoint``) loads DeepSpeed. The order of calls underneath (``codept.train.loop.train`` runs the loop part)::
 
     world = engine.init_distributed()
     checkpoint.seed_all(cfg.seed)                      # same model init on every rank
