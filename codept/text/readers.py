@@ -9,19 +9,21 @@ Formats (:func:`format_of`, by file name; ``.gz`` is decompressed for the text f
 
 1. plain text (``.txt``, ``.text``): paragraphs are blocks separated by blank lines. A ``.txt``
    after ``.rst`` or ``.md`` (Sphinx's ``_sources/x.rst.txt``) is read as that format.
-2. Markdown (``.md``, ``.markdown``), modest clean-up, line by line:
-   drops fenced code blocks (`````/``~~~``), HTML comments, YAML front matter, tables (lines
-   starting with ``|``, separator rows), reference-link definitions, horizontal rules; headings
-   (ATX ``#`` and setext underlines) become paragraphs of their own, so do list items;
-   list/blockquote markers are removed; inline: ``[text](url)`` / ``[text][ref]`` -> text,
-   images -> alt text, ```code``` -> code, ``**x**``/``*x*``/``__x__`` -> x, known HTML tags
-   removed, backslash escapes resolved.
-3. reStructuredText (``.rst``, ``.rest``): drops section adornment lines (the title becomes a
-   paragraph), comments and targets (``.. _x:``), literal blocks after ``::``, doctest blocks
-   (``>>>``), tables (a block with a grid/simple table border is dropped whole), and the bodies of
-   non-text directives (:data:`RST_DROP_BODY`: code, images, toctree, math, ...); other directives
-   (``note``, ``warning``, ``function``, ...) lose their directive line and options, keep their body;
-   inline roles ``:func:`x``` -> x, ```text <url>`_`` -> text, ````literal```` -> literal, emphasis.
+2. Markdown (``.md``, ``.markdown``): parsed by markdown-it-py (CommonMark + GFM tables and
+   strikethrough, raw HTML recognised). Each inline run (paragraph, heading, list item, block quote)
+   outside a table is a paragraph; its text is the text and code-span tokens (image alt text kept,
+   links -> their text, emphasis markers, raw HTML and link targets dropped). Code blocks (fenced and
+   indented), HTML blocks, HTML comments, link definitions, rules and tables give nothing; YAML front
+   matter is cut first.
+3. reStructuredText (``.rst``, ``.rest``): parsed by docutils (``publish_doctree``; reports silenced,
+   nothing halts, no file inclusion, no raw). Sphinx's roles render their text (``:func:`~a.b``` -> b,
+   ``:ref:`title <x>``` -> title); Sphinx's directives get a generic handler registered once per name in
+   docutils' process-wide registry: the body of prose directives (function, class, note-like, seealso,
+   versionchanged with its text) is kept and their signature dropped, the body of
+   :data:`RST_DROP_BODY` (code, toctree, index, productionlist, ...) dropped. Each block text element of
+   the doctree (paragraph, title, term, line, ...) is a paragraph; literal and doctest blocks, tables,
+   comments, targets, footnotes, substitution definitions, images, math blocks, the contents topic and
+   markup errors (docutils' problematic nodes: an unmatched ``*``) give nothing.
 4. man pages (``name.N[suffix][.gz]``, e.g. ``ls.1.gz``): rendered by ``man --nh --nj -l -Tutf8``
    (no hyphenation, no justification), overstrike and SGR codes removed, the header and footer
    lines dropped; unindented lines (NAME, DESCRIPTION) become headings. Without ``man`` every page
@@ -29,11 +31,10 @@ Formats (:func:`format_of`, by file name; ``.gz`` is decompressed for the text f
 5. pairs from jsonl (``.jsonl``): one JSON object per line with ``src`` and ``tgt`` (+ optional
    ``src_lang``/``tgt_lang``); a line with ``text`` (+ optional ``lang``) is a document instead.
 6. pairs from TSV (``.tsv``): ``src<TAB>tgt`` per line (further columns ignored).
-7. gettext catalogs (``.mo`` via stdlib ``gettext.GNUTranslations``; ``.po`` by a small parser:
-   msgctxt/msgid/msgid_plural/msgstr[N], continuation lines, C escapes, fuzzy and obsolete entries
-   dropped). msgid (English) -> msgstr (first plural form); placeholders and accelerators are
-   normalised (:func:`normalise_message`); kept when the source has >= ``min_src_words`` words,
-   the target is non-empty and differs from the source.
+7. gettext catalogs (``.mo`` via stdlib ``gettext.GNUTranslations``; ``.po`` via polib, decoded by the
+   header's charset; fuzzy and obsolete entries dropped). msgid (English) -> msgstr (first plural
+   form); placeholders and accelerators are normalised (:func:`normalise_message`); kept when the
+   source has >= ``min_src_words`` words, the target is non-empty and differs from the source.
 
 Pair languages, first found: the ``pair_langs`` argument; per record (jsonl); the catalog header
 ``Language:`` (target; source 'text'); the path (``.../<locale>/LC_MESSAGES/x.mo``, ``po/de.po``,
@@ -43,9 +44,16 @@ Pair languages, first found: the ``pair_langs`` argument; per record (jsonl); th
 
 Paragraph text is reflowed (lines joined with one space, none between two CJK characters), so
 hard-wrapped sources give clean sentences; paragraphs are joined by one blank line.
-Cost: linear in the input; man pages ~50-100 ms each (groff). Not covered: HTML, PDF, DocBook,
-texinfo; Markdown/rst edge cases (nested HTML blocks, indented code in Markdown, simple tables
-without borders, substitutions); dedup and redaction (codept.data handles them for all sources).
+Why parsers and not regexes: benchmarks/bench_readers.py compares them with the hand-written readers
+they replaced (kept in benchmarks/baseline_readers.py) on the Python docs (reST vs Sphinx's HTML) and
+Node's API docs (Markdown vs Node's HTML): the parsers keep more of the reference's words, leave less
+markup, and read constructs the regexes missed (numbers in that script's docstring). :func:`fingerprint` names the
+parser versions for cache keys.
+Cost: linear in the input; man pages ~50-100 ms each (groff); docutils ~0.4 MB/s, markdown-it-py
+~2.7 MB/s, polib ~13 MB/s on one core (the hand-written readers were 4-30x faster and less clean).
+Not covered: HTML, PDF, DocBook, texinfo; MyST/Sphinx extensions beyond the generic role/directive
+handling (a directive's arguments are dropped, its generated text such as "New in version 3.2" is not
+produced); text inside Markdown HTML blocks; table cells; dedup and redaction (codept.data handles them).
 """
 
 from __future__ import annotations
@@ -106,6 +114,7 @@ _EXT = {".txt": "plain", ".text": "plain", ".md": "markdown", ".markdown": "mark
         ".rest": "rst", ".jsonl": "jsonl", ".tsv": "tsv", ".mo": "mo", ".po": "po"}
 _MAN_NAME = re.compile(r".+\.[1-9][a-z0-9]{0,6}(?:\.(?:gz|bz2|xz|lzma|zst))?")
 FORMATS = ("plain", "markdown", "rst", "man", "jsonl", "tsv", "mo", "po")
+PARSERS = {"markdown": "markdown-it-py", "rst": "docutils", "po": "polib"}  # the maintained parser per format
 
 
 def format_of(path: str | os.PathLike) -> str | None:
@@ -190,6 +199,11 @@ def read_file(path: str | os.PathLike, kind: str | None = None, *, lang: str | N
     except (ValueError, UnicodeError, RecursionError, MemoryError, OSError) as e:  # hostile input, never a crash
         yield Skip(path, "reader_error", f"{type(e).__name__}: {str(e)[:200]}")
         return
+    except Exception as e:  # a third-party parser failing on one file makes that file a skip, not a crash
+        if kind not in PARSERS:
+            raise
+        yield Skip(path, "parser_error", f"{PARSERS[kind]}: {type(e).__name__}: {str(e)[:200]}")
+        return
     if n_docs == 0:
         yield Skip(path, "no_documents", f"{kind}: nothing left after clean-up and filters")
 
@@ -235,6 +249,10 @@ def _blocks(lines: Iterable[str]) -> Iterator[list[str]]:
             cur = []
     if cur:
         yield cur
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
 
 
 def plain_to_text(text: str) -> str:
@@ -318,13 +336,18 @@ def _docutils():
     if _rst_state is not None:
         return _rst_state
     from docutils import frontend, nodes
-    from docutils.parsers.rst import Directive, Parser, directives, roles, states, unescape
+    from docutils.parsers.rst import Directive, Parser, directives, roles, states
+    from docutils.utils import unescape
 
-    class Inliner(states.Inliner):
-        def interpreted(self, rawsource, text, role, lineno):
-            if roles.role(role, self.language, lineno, self.reporter)[0] is not None:
-                return super().interpreted(rawsource, text, role, lineno)
-            return [nodes.Text(_rst_role_text(unescape(text)))], []
+    inliner = states.Inliner()  # (a subclass breaks: its regexes are formatted from vars(type(self)))
+    known = inliner.interpreted
+
+    def interpreted(rawsource, text, role, lineno):
+        if roles.role(role, inliner.language, lineno, inliner.reporter)[0] is not None:
+            return known(rawsource, text, role, lineno)
+        return [nodes.Text(_rst_role_text(unescape(text)))], []
+
+    inliner.interpreted = interpreted
 
     class AnyOptions(dict):  # a Sphinx directive's options are not known here: accept (and drop) any
         def __missing__(self, key):
@@ -338,7 +361,8 @@ def _docutils():
         def run(self):
             node = nodes.container()
             if self.name in _RST_VERSION and len(self.arguments) > 1:  # ".. versionchanged:: 3.2 Text."
-                node += nodes.paragraph(text=" ".join(self.arguments[1:]))
+                inline, messages = self.state.inline_text(" ".join(self.arguments[1:]), self.lineno)
+                node += nodes.paragraph("", "", *inline)
             self.state.nested_parse(self.content, self.content_offset, node)
             return [node]
 
@@ -346,11 +370,11 @@ def _docutils():
         def run(self):
             return []
 
-    parser = Parser(inliner=Inliner())
+    parser = Parser(inliner=inliner)
     settings = frontend.get_default_settings(Parser)
     for k, v in dict(report_level=5, halt_level=5, warning_stream=io.StringIO(), file_insertion_enabled=False,
                      raw_enabled=False, smart_quotes=False, syntax_highlight="none", doctitle_xform=False,
-                     sectsubtitle_xform=False, _disable_config=True, tab_width=8).items():
+                     sectsubtitle_xform=False, _disable_config=True, tab_width=8, traceback=True).items():
         setattr(settings, k, v)
     _rst_state = parser, settings, Text, Drop
     return _rst_state
@@ -402,7 +426,7 @@ def _rst_text(node, skip) -> str:
     while stack:
         n = stack.pop()
         if isinstance(n, nodes.Text):
-            out.append(str(n))
+            out.append(n.astext())  # (str(n) keeps the NULs that mark backslash escapes)
         elif not isinstance(n, skip):
             stack.extend(reversed(n.children))
     return "".join(out)
@@ -730,3 +754,20 @@ def _decode_po(path: str, data: bytes) -> str:
         return data.decode(charset)
     except (LookupError, UnicodeDecodeError) as e:
         raise SkipFile("bad_catalog", f"charset {charset!r}: {type(e).__name__}") from e
+
+
+# -- cache key ------------------------------------------------------------------------------------
+
+
+def fingerprint() -> bytes:
+    """Names and versions of the parsers behind the readers (``docutils=0.19;markdown-it-py=4.3.0;...``):
+    a new parser version can change the text of every document, so text caches key on this."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    parts = []
+    for dist in ("docutils", "markdown-it-py", "polib"):
+        try:
+            parts.append(f"{dist}={version(dist)}")
+        except PackageNotFoundError:
+            parts.append(f"{dist}=missing")
+    return ";".join(parts).encode()
