@@ -23,6 +23,9 @@ Attention paths (equal within float tolerance; tests/test_model.py):
               on GPU a fused memory-efficient kernel, on CPU the math kernel).
   "flex"      torch.nn.attention.flex_attention with a block mask from segment ids + prefix; skips
               fully hidden blocks (packed documents), compiled on CUDA. No attention dropout.
+Two-stream attention (XLNet's permutation LM, :meth:`Transformer.two_stream`): a content stream
+(the forward above) and a query stream that starts from the [MASK] embedding at each position and
+reads keys/values from the content stream under the STRICT rule order[k] < order[q]; same weights.
 Cost: ~6 N FLOPs per token for training (N = non-embedding parameters) plus 12 L C T for attention
 (:meth:`Transformer.flops_per_token`). Not covered: the padding-free varlen layout (cu_seqlens) of
 codept.data.collate, KV caches / generation, relative or rotary positions, pre-LN, MoE.
@@ -139,35 +142,60 @@ PRESETS = {"tiny": tiny, "debug_cpu": debug_cpu, "small_1xh200": small_1xh200, "
 # The attention rule in torch
 
 
-def visibility(segment_ids: torch.Tensor, prefix: torch.Tensor, order: torch.Tensor | None = None) -> torch.Tensor:
-    """Boolean (B, T, T) mask, [b, q, k] True where query q may attend to key k: the rule of
-    codept.attention.visible, plus the diagonal for padding queries so that no row is empty."""
+def _rule(segment_ids: torch.Tensor, prefix: torch.Tensor, order: torch.Tensor | None, strict: bool) -> torch.Tensor:
+    """(B, T, T) bool: the rule itself, without the diagonal that keeps rows non-empty."""
     seg = segment_ids  # (B, T)
     t = seg.shape[-1]
     idx = torch.arange(t, device=seg.device)
     if order is None:
-        causal = (idx[None, :] <= idx[:, None])[None]  # (1, T, T) [q, k]: k <= q
+        causal = (idx[None, :] < idx[:, None] if strict else idx[None, :] <= idx[:, None])[None]  # (1, T, T) [q, k]
+    elif strict:
+        causal = order[:, None, :] < order[:, :, None]  # (B, T, T) [q, k]: order[k] < order[q]
     else:
         causal = order[:, None, :] <= order[:, :, None]  # (B, T, T) [q, k]: order[k] <= order[q]
     same = (seg[:, :, None] == seg[:, None, :]) & (seg[:, :, None] != 0)  # (B, T, T)
-    mask = same & (causal | prefix[:, None, :].bool())
-    pad_self = (seg == 0)[:, :, None] & (idx[:, None] == idx[None, :])[None]  # padding query -> itself
+    return same & (causal | prefix[:, None, :].bool())
+
+
+def visibility(segment_ids: torch.Tensor, prefix: torch.Tensor, order: torch.Tensor | None = None,
+               strict: bool = False) -> torch.Tensor:
+    """Boolean (B, T, T) mask, [b, q, k] True where query q may attend to key k: the rule of
+    codept.attention.visible, plus the diagonal for padding queries so that no row is empty.
+    ``strict``: XLNet's query stream, ``order[k] < order[q]`` (a query never sees its own token);
+    a query that then sees nothing (first in its order, no prefix) gets its own diagonal so that no
+    row is empty; such a row must never be a prediction target (codept.model.regimes checks)."""
+    seg = segment_ids
+    idx = torch.arange(seg.shape[-1], device=seg.device)
+    mask = _rule(seg, prefix, order, strict)
+    alone = ~mask.any(-1) if strict else (seg == 0)  # (B, T) queries that get their own diagonal
+    pad_self = alone[:, :, None] & (idx[:, None] == idx[None, :])[None]
     return mask | pad_self
 
 
-def flex_block_mask(segment_ids: torch.Tensor, prefix: torch.Tensor, order: torch.Tensor | None = None):
-    """FlexAttention BlockMask of the same rule (plus the padding diagonal)."""
+def flex_block_mask(segment_ids: torch.Tensor, prefix: torch.Tensor, order: torch.Tensor | None = None,
+                    strict: bool = False):
+    """FlexAttention BlockMask of the same rule (plus the same diagonal as :func:`visibility`)."""
     from torch.nn.attention.flex_attention import create_block_mask
 
     seg, pre = segment_ids, prefix.bool()
     b, t = seg.shape
+    alone = ~_rule(seg, prefix, order, True).any(-1) if strict else (seg == 0)  # (B, T)
 
     def rule(bi, h, q, k):
         same = (seg[bi, q] == seg[bi, k]) & (seg[bi, q] != 0)
-        before = (k <= q) if order is None else (order[bi, k] <= order[bi, q])
-        return (same & (before | pre[bi, k])) | ((seg[bi, q] == 0) & (q == k))
+        if order is None:
+            before = (k < q) if strict else (k <= q)
+        else:
+            before = (order[bi, k] < order[bi, q]) if strict else (order[bi, k] <= order[bi, q])
+        return (same & (before | pre[bi, k])) | (alone[bi, q] & (q == k))
 
     return create_block_mask(rule, b, None, t, t, device=seg.device)
+
+
+def attention_mask(segment_ids: torch.Tensor, prefix: torch.Tensor, order: torch.Tensor | None, path: str,
+                   strict: bool = False):
+    """The mask one forward builds once: a BlockMask for "flex", a dense (B, T, T) bool otherwise."""
+    return (flex_block_mask if path == "flex" else visibility)(segment_ids, prefix, order, strict)
 
 
 _compiled_flex = None
@@ -241,10 +269,14 @@ class SelfAttention(nn.Module):
         self.v = nn.Linear(cfg.hidden, cfg.hidden)
         self.out = nn.Linear(cfg.hidden, cfg.hidden)
 
-    def forward(self, x: torch.Tensor, mask, path: str) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask, path: str, kv: torch.Tensor | None = None) -> torch.Tensor:
+        """Queries from x; keys and values from ``kv`` (XLNet's query stream reads the content
+        stream) or, by default, from x itself."""
         b, t, c = x.shape
+        kv = x if kv is None else kv
         # (B, T, C) -> (B, H, T, D)
-        q, k, v = (lin(x).view(b, t, self.heads, c // self.heads).transpose(1, 2) for lin in (self.q, self.k, self.v))
+        q, k, v = (lin(src).view(b, t, self.heads, c // self.heads).transpose(1, 2)
+                   for lin, src in ((self.q, x), (self.k, kv), (self.v, kv)))
         y = attend(q, k, v, mask, path, self.dropout if self.training else 0.0)  # (B, H, T, D)
         return self.out(y.transpose(1, 2).reshape(b, t, c))  # (B, T, C)
 
@@ -261,8 +293,8 @@ class Block(nn.Module):
         self.mlp_norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: torch.Tensor, mask, path: str) -> torch.Tensor:
-        x = self.attn_norm(x + self.drop(self.attn(x, mask, path)))  # (B, T, C)
+    def forward(self, x: torch.Tensor, mask, path: str, kv: torch.Tensor | None = None) -> torch.Tensor:
+        x = self.attn_norm(x + self.drop(self.attn(x, mask, path, kv)))  # (B, T, C)
         return self.mlp_norm(x + self.drop(self.down(F.gelu(self.up(x)))))  # (B, T, C)
 
 
@@ -310,19 +342,49 @@ class Transformer(nn.Module):
         if prefix is None:
             prefix = torch.full((b, t), not cfg.causal, dtype=torch.bool, device=input_ids.device)
         path = attention or cfg.attention
-        if langs is not None and cfg.n_langs == 0:
-            raise ValueError("the batch has language ids (langs) but the model has no language table: set model.n_langs")
-        if block_positions is not None and not cfg.block_positions:
-            raise ValueError("the batch has block_positions but the model has no second position table: "
-                             "set model.block_positions=true")
-        mask = (flex_block_mask if path == "flex" else visibility)(segment_ids, prefix, order)
+        self._check_tables(langs, block_positions)
+        mask = attention_mask(segment_ids, prefix, order, path)
         x = self.embed(input_ids, positions, types, langs, block_positions)  # (B, T, C)
         for block in self.blocks:
-            if cfg.checkpointing and self.training:
-                x = torch.utils.checkpoint.checkpoint(block, x, mask, path, use_reentrant=False)
-            else:
-                x = block(x, mask, path)
+            x = self._run(block, x, mask, path)
         return x
+
+    def _check_tables(self, langs, block_positions) -> None:
+        if langs is not None and self.config.n_langs == 0:
+            raise ValueError("the batch has language ids (langs) but the model has no language table: set model.n_langs")
+        if block_positions is not None and not self.config.block_positions:
+            raise ValueError("the batch has block_positions but the model has no second position table: "
+                             "set model.block_positions=true")
+
+    def _run(self, block: "Block", x: torch.Tensor, mask, path: str, kv: torch.Tensor | None = None) -> torch.Tensor:
+        if self.config.checkpointing and self.training:
+            return torch.utils.checkpoint.checkpoint(block, x, mask, path, kv, use_reentrant=False)
+        return block(x, mask, path, kv)
+
+    def two_stream(self, batch: dict, query_id: int, attention: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """XLNet's two-stream attention over a padded batch: (content h, query g), each (B, T, C).
+
+        1. h0 = the usual embeddings; g0 = the embeddings of ``query_id`` (the [MASK] token) at every
+           token's own position, type, language and block position: it knows WHERE, never WHAT.
+        2. Each block, with the SAME weights for both streams:
+             h = Block(h, rule: order[k] <= order[q] or prefix[k])            (the usual forward)
+             g = Block(g, keys/values from the previous layer's h, rule: order[k] < order[q] or prefix[k])
+        So g at token i never sees token i, only what precedes it in the factorisation order; h is
+        exactly :meth:`encode`'s output. Cost: about twice a forward (the query stream's attention
+        and MLP run on every token)."""
+        cfg = self.config
+        ids, seg, pos, pre = batch["input_ids"], batch["segment_ids"], batch["positions"], batch["prefix"]
+        order = batch.get("order")
+        path = attention or cfg.attention
+        extra = {k: batch.get(k) for k in ("types", "langs", "block_positions")}
+        self._check_tables(extra["langs"], extra["block_positions"])
+        content = attention_mask(seg, pre, order, path)
+        query = attention_mask(seg, pre, order, path, strict=True)
+        h = self.embed(ids, pos, **extra)  # (B, T, C)
+        g = self.embed(torch.full_like(ids, query_id), pos, **extra)  # (B, T, C)
+        for block in self.blocks:
+            h, g = self._run(block, h, content, path), self._run(block, g, query, path, kv=h)
+        return h, g
 
     def encode(self, batch: dict, attention: str | None = None) -> torch.Tensor:
         """Hidden states (B, T, C) of a padded batch from codept.data.collate (its optional columns
