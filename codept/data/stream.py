@@ -65,6 +65,7 @@ class Context:
     index: int
     epoch: int
     progress: float
+    seed: int = 0  # the stream's seed (static masking keys its draws on (seed, index, salt), not the epoch)
 
     @property
     def n(self) -> int:
@@ -161,21 +162,23 @@ class Mixture:
         if not src.context:
             return src.make(index, rng)
         progress = min(1.0, step / self.horizon) if self.horizon else 0.0
-        return src.make(index, rng, Context(src, index, epoch, progress))
+        return src.make(index, rng, Context(src, index, epoch, progress, self.seed))
 
 
 class PackedStream:
     """Rows of ``seq_len`` packed from buffers of ``buffer`` mixture steps; resumable exactly."""
 
-    def __init__(self, mixture: Mixture, seq_len: int, pad_id: int, buffer: int = 256, long: str = "split"):
+    def __init__(self, mixture: Mixture, seq_len: int, pad_id: int, buffer: int = 256, long: str = "split",
+                 rows: str = "packed"):
         self.mixture, self.seq_len, self.pad_id, self.buffer, self.long = mixture, seq_len, pad_id, buffer, long
+        self.rows = rows  # codept.data.pack.pack: 'packed' (best-fit) or 'document' (one per row)
         self.k = 0  # current buffer
         self.taken = 0  # rows of buffer k already yielded
         self._rows: list[dict] | None = None
 
     def rows_of_buffer(self, k: int) -> list[dict]:
         exs = [self.mixture.example(s) for s in range(k * self.buffer, (k + 1) * self.buffer)]
-        rows = pack([e for e in exs if e is not None], self.seq_len, self.pad_id, self.long)
+        rows = pack([e for e in exs if e is not None], self.seq_len, self.pad_id, self.long, self.rows)
         # best-fit emits the longest documents' rows first: shuffle the rows of the buffer (seeded by
         # the buffer) so that every micro-batch mixes objectives and lengths
         m = self.mixture

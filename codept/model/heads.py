@@ -323,6 +323,54 @@ class ContrastiveHead(nn.Module):
         return total + (terms[own].sum() - total).detach() + _zero_loss(hidden)
 
 
+class SpanBoundaryHead(nn.Module):
+    """SpanBERT's span-boundary objective: each token of a masked span predicted from the states of
+    the two tokens just outside the span and a relative-position embedding, never from the span.
+
+    Reads ``ptr.<label>`` (B, K, 3) records (left, right, token) in row coordinates (-1 = padding;
+    codept.objectives.span) and the targets ``labels.<target>`` (B, T) at ``token`` (the mlm labels:
+    the original ids). y = LN(GELU(W2 LN(GELU(W1 [h_left; h_right; p_(token-left-1)])))), scored
+    against the tied vocabulary (+ own bias). A record counts when its token's label is not IGNORE.
+    Cost: O(K C^2 + K V C) per row."""
+
+    def __init__(self, model: Transformer, label: str = "sbo", target: str = "mlm", max_offset: int = 64):
+        super().__init__()
+        cfg = model.config
+        self.label, self.field, self.target = label, f"ptr.{label}", f"labels.{target}"
+        self.offset = nn.Embedding(max_offset, cfg.hidden)
+        self.mlp = nn.Sequential(nn.Linear(3 * cfg.hidden, cfg.hidden), nn.GELU(), nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps),
+                                 nn.Linear(cfg.hidden, cfg.hidden), nn.GELU(), nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps))
+        self.decoder_weight = model.embed.tokens.weight  # tied, as LMHead
+        self.bias = nn.Parameter(torch.zeros(cfg.vocab_size))
+        _init(self, cfg.init_std)
+        nn.init.normal_(self.offset.weight, std=cfg.init_std)
+
+    def _records(self, batch: dict):
+        ptr = batch[self.field]  # (B, K, 3)
+        if ptr.dim() != 3 or ptr.shape[-1] != 3:
+            raise ValueError(f"{self.field} has shape {tuple(ptr.shape)}; SpanBoundaryHead expects (B, K, 3) records")
+        labels = batch[self.target]  # (B, T)
+        tok = ptr[..., 2].clamp(min=0)
+        target = labels.gather(1, tok)  # (B, K)
+        valid = (ptr[..., 0] >= 0) & (target != IGNORE)
+        return ptr, target, valid
+
+    def count(self, batch: dict) -> int:
+        if self.target not in batch:
+            return 0
+        return int(self._records(batch)[2].sum())
+
+    def forward(self, hidden: torch.Tensor, batch: dict, metrics: bool = False):
+        ptr, target, valid = self._records(batch)
+        b_idx = torch.arange(hidden.shape[0], device=hidden.device)[:, None].expand_as(ptr[..., 0])[valid]
+        left, right, tok = ptr[..., 0][valid], ptr[..., 1][valid], ptr[..., 2][valid]  # (N,)
+        rel = (tok - left - 1).clamp(0, self.offset.num_embeddings - 1)
+        x = torch.cat([hidden[b_idx, left], hidden[b_idx, right], self.offset(rel)], dim=-1)  # (N, 3C)
+        logits = F.linear(self.mlp(x), self.decoder_weight, self.bias)  # (N, V)
+        return _classify(logits, target[valid], valid.sum(), metrics, self.bias, *self.mlp.parameters(),
+                         self.offset.weight)
+
+
 # name -> constructor(model, **options); the name is also the default label key.
 HEADS = {
     "mlm": partial(LMHead, label="mlm", causal=False),
@@ -332,6 +380,7 @@ HEADS = {
     "nsp": partial(PairClassifier, label="nsp", n_classes=2),
     "edge": partial(PointerHead, label="edge"),
     "contrastive": partial(ContrastiveHead, label="pair"),
+    "sbo": partial(SpanBoundaryHead, label="sbo", target="mlm"),
 }
 
 

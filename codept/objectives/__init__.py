@@ -12,11 +12,16 @@ HOW). The registry is an explicit dict; a test checks it. ``HEADS_OF`` says whic
 from __future__ import annotations
 
 from codept.objectives import code_doc, mlm, syntax_span
+from codept.objectives import phrase, span, t5_span, wwm
 
 OBJECTIVES = {
     "mlm": (mlm.build, mlm.Config),
     "syntax_span": (syntax_span.build, syntax_span.Config),
     "code_doc": (code_doc.build, code_doc.Config),
+    "wwm": (wwm.build, wwm.Config),
+    "phrase": (phrase.build, phrase.Config),
+    "span": (span.build, span.Config),
+    "t5_span": (t5_span.build, t5_span.Config),
 }
 
 # objective -> the heads (codept.model.heads.HEADS names) its labels train. code_doc's optional MLM
@@ -25,6 +30,10 @@ HEADS_OF = {
     "mlm": ("mlm",),
     "syntax_span": ("mlm",),
     "code_doc": ("contrastive",),
+    "wwm": ("mlm",),
+    "phrase": ("mlm",),
+    "span": ("mlm", "sbo"),  # SpanBERT: MLM on the spans + the span-boundary objective
+    "t5_span": ("lm",),  # the targets after the corrupted input, causal
 }
 
 
@@ -34,6 +43,10 @@ VIEWS_OF = {
     "mlm": ("code", "text"),
     "syntax_span": ("code",),
     "code_doc": ("code",),
+    "wwm": ("code", "text"),
+    "phrase": ("text",),
+    "span": ("code", "text"),
+    "t5_span": ("code", "text"),
 }
 
 

@@ -155,3 +155,41 @@ def tokens_as_units(selected: np.ndarray) -> np.ndarray:
     """A boolean (T,) selection as single-token units (K, 2)."""
     idx = np.flatnonzero(selected)
     return np.stack([idx, idx + 1], axis=1)
+
+
+def unit_tokens(units: np.ndarray) -> np.ndarray:
+    """The token indices covered by units (K, 2), in order."""
+    lengths = units[:, 1] - units[:, 0]
+    return np.repeat(units[:, 0], lengths) + (np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths))
+
+
+def scheduled_mask_share(p_mask: float, final: float | None, start: float, progress: float) -> float:
+    """The [MASK] share of 80/10/10 at training progress `progress` in [0, 1]: ``p_mask`` until
+    `start`, then linearly down to `final` at progress 1 (the study's advice against the
+    pretrain / fine-tune mismatch: fewer [MASK] late in training). The share taken from [MASK] goes to
+    "kept as is"; the random share is unchanged. ``final=None``: no schedule."""
+    if final is None or progress <= start:
+        return p_mask
+    return p_mask + (final - p_mask) * min(1.0, (progress - start) / (1.0 - start))
+
+
+def t5_sentinels(ids: np.ndarray, noise: np.ndarray, vocab: Vocab) -> tuple[np.ndarray, np.ndarray]:
+    """T5 span corruption of `ids` by the (T,) noise mask: (inputs, targets). inputs: every noise span
+    replaced by one sentinel (sentinel_0, sentinel_1, ... in order); targets: each sentinel followed
+    by the tokens it hides, then <eos> when the tokenizer has one. O(T), vectorised."""
+    start = noise.copy()
+    start[1:] &= ~noise[:-1]
+    n_spans = int(start.sum())
+    sent = np.asarray([vocab.sentinel(i) for i in range(n_spans)], dtype=ids.dtype) if n_spans else ids[:0]
+    span_of = np.cumsum(start) - 1
+    keep = ~noise | start
+    inputs = np.where(start, sent[span_of.clip(0)] if n_spans else ids, ids)[keep]
+    hid = np.flatnonzero(noise)
+    pos = np.arange(len(hid)) + np.cumsum(start[hid])  # each hidden token after its span's sentinel
+    eos = dict(vocab.roles).get("eos")
+    targets = np.empty(len(hid) + n_spans + (eos is not None), dtype=ids.dtype)
+    targets[pos] = ids[hid]
+    targets[pos[start[hid]] - 1] = sent
+    if eos is not None:
+        targets[-1] = eos
+    return inputs, targets

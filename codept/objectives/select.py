@@ -61,3 +61,176 @@ def whole_spans(spans: np.ndarray, candidates: np.ndarray, rate: float, rng: np.
                 break
     kept.sort()
     return np.asarray(kept, dtype=np.int64).reshape(-1, 2)
+
+
+# -- units ------------------------------------------------------------------------------------------
+# A unit is a (start, end) token range masked as one piece: a word, an AST leaf, a sub-word, a phrase.
+
+
+def runs(ids: np.ndarray) -> np.ndarray:
+    """(W, 2) int64 token ranges of the maximal runs of equal ids >= 0 (-1 tokens belong to none):
+    TextView.words or CodeView.leaf -> word / leaf units. O(T), vectorised."""
+    w = np.asarray(ids)
+    if len(w) == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    change = np.empty(len(w), dtype=bool)
+    change[0] = True
+    np.not_equal(w[1:], w[:-1], out=change[1:])
+    starts = np.flatnonzero(change)
+    ends = np.append(starts[1:], len(w))
+    keep = w[starts] >= 0
+    return np.stack([starts[keep], ends[keep]], axis=1).astype(np.int64)
+
+
+_SUBWORD_BREAK = None
+
+
+def subword_units(text: str, offsets: np.ndarray, units: np.ndarray) -> np.ndarray:
+    """Split units at camelCase / snake_case / digit boundaries of `text` (``parseHTTPResponse`` ->
+    parse|HTTP|Response, ``max_len`` -> max|_len): a token starts a new unit when a sub-word break
+    falls in (previous token's start, its start]. A BPE token holding a break keeps its whole self in
+    the earlier sub-word. O(chars) regex + O(T) NumPy."""
+    import re
+
+    global _SUBWORD_BREAK
+    if _SUBWORD_BREAK is None:
+        _SUBWORD_BREAK = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z])(?=[0-9])|_+")
+    if len(units) == 0:
+        return units
+    br = np.zeros(len(text) + 1, dtype=np.int64)
+    for m in _SUBWORD_BREAK.finditer(text):
+        br[m.start()] = 1
+    cum = np.cumsum(br)  # cum[c]: breaks at chars <= c
+    starts = offsets[:, 0].astype(np.int64)
+    T = len(starts)
+    new = np.zeros(T, dtype=bool)
+    new[units[:, 0]] = True
+    inside = np.ones(T, dtype=bool)
+    inside[units[:, 0]] = False
+    tok = np.arange(1, T)
+    split = inside[1:] & (cum[starts[1:]] - cum[starts[:-1]] > 0)
+    new[tok[split]] = True
+    unit_of = np.full(T + 1, -1, dtype=np.int64)  # unit id of every token in a unit, -1 outside
+    lengths = units[:, 1] - units[:, 0]
+    covered = np.repeat(units[:, 0], lengths) + (np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths))
+    ids = np.cumsum(new) - 1
+    unit_of[covered] = ids[covered]
+    return runs(unit_of[:T])
+
+
+def disjoint_units(units: np.ndarray, candidates: np.ndarray, rate: float, rng: np.random.Generator,
+                   first: np.ndarray | None = None) -> np.ndarray:
+    """Like :func:`whole_spans` for units that never overlap (words, leaves, runs): shuffle the units
+    made only of candidate tokens, take them in that order while they fit ``budget(rate * candidates)``
+    tokens (a unit that does not fit is skipped, as in whole_spans). ``first`` (U,) bool: those units
+    come before the others in the order (each group shuffled; ERNIE's phrases before single words).
+    Vectorised: the prefix that fits is one cumulative sum; only the few units after it are visited
+    one by one. Returns (K, 2) in token order."""
+    limit = budget(int(candidates.sum()), rate, rng)
+    if limit == 0 or len(units) == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    se = units[:, :2].astype(np.int64)
+    lengths = se[:, 1] - se[:, 0]
+    bad = np.concatenate([[0], np.cumsum(~candidates)])
+    ok = np.flatnonzero((lengths > 0) & (lengths <= limit) & (bad[se[:, 1]] - bad[se[:, 0]] == 0))
+    order = ok[rng.permutation(len(ok))]
+    if first is not None:
+        order = np.concatenate([order[first[order]], order[~first[order]]])
+    cum = np.cumsum(lengths[order])
+    n = int(np.searchsorted(cum, limit, side="right"))  # order[:n] fit entirely
+    kept = order[:n].tolist()
+    left = limit - (int(cum[n - 1]) if n else 0)
+    if left:
+        rest = order[n:]
+        for i in rest[lengths[rest] <= left].tolist():  # greedy fill, as whole_spans does
+            if lengths[i] <= left:
+                kept.append(i)
+                left -= int(lengths[i])
+                if left == 0:
+                    break
+    kept.sort()
+    return se[kept].reshape(-1, 2)
+
+
+def geometric_lengths(p: float = 0.2, max_len: int = 10) -> np.ndarray:
+    """SpanBERT's span-length distribution over 1..max_len: P(l) proportional to p (1-p)^(l-1),
+    truncated and renormalised (mean 3.78 for p=0.2, max 10)."""
+    if not 0.0 < p <= 1.0 or max_len < 1:
+        raise ValueError(f"geometric spans need 0 < p <= 1 and max_len >= 1, got p={p}, max_len={max_len}")
+    w = p * (1 - p) ** np.arange(max_len)
+    return w / w.sum()
+
+
+def geometric_spans(words: np.ndarray, candidates: np.ndarray, rate: float, rng: np.random.Generator,
+                    p: float = 0.2, max_len: int = 10) -> tuple[np.ndarray, np.ndarray]:
+    """SpanBERT span masking: repeat {length l ~ truncated Geometric(p) in words, a start word
+    uniformly; keep the l words from there as one span unless it overlaps a kept span or touches a
+    non-candidate token} until ``budget(rate * candidates)`` tokens are taken. The span that would
+    overshoot is kept with probability left / its tokens (so the expected count is the budget) and ends
+    the draw. Spans start at word starts and cover whole words (and the whitespace between them).
+    Returns ((K, 2) token ranges in token order, (K,) their lengths in words). Draws are made in
+    batches; the overlap check visits each drawn span once (O(K) Python steps, K ~ 4% of T)."""
+    limit = budget(int(candidates.sum()), rate, rng)
+    W = len(words)
+    empty = np.zeros((0, 2), dtype=np.int64), np.zeros(0, dtype=np.int64)
+    if limit == 0 or W == 0:
+        return empty
+    probs = geometric_lengths(p, max_len)
+    bad = np.concatenate([[0], np.cumsum(~candidates)])
+    taken = np.zeros(W, dtype=bool)
+    kept, kept_len, left, tries = [], [], limit, 0
+    while left > 0 and tries < 8:
+        tries += 1
+        n = 2 * limit // 3 + 8  # spans drawn per batch: more than the budget needs on average
+        lens = rng.choice(max_len, size=n, p=probs) + 1
+        first = rng.integers(0, W, size=n)
+        last = np.minimum(first + lens, W) - 1
+        s, e = words[first, 0], words[last, 1]
+        ok = bad[e] - bad[s] == 0
+        u = rng.random(n)
+        for i in np.flatnonzero(ok).tolist():
+            a, b = int(first[i]), int(last[i]) + 1
+            if taken[a:b].any():
+                continue
+            size = int(e[i] - s[i])
+            if size > left:
+                if u[i] < left / size:
+                    kept.append((int(s[i]), int(e[i])))
+                    kept_len.append(b - a)
+                left = 0
+                break
+            taken[a:b] = True
+            kept.append((int(s[i]), int(e[i])))
+            kept_len.append(b - a)
+            left -= size
+            if left == 0:
+                break
+    if not kept:
+        return empty
+    order = np.argsort([k[0] for k in kept], kind="stable")
+    return np.asarray(kept, dtype=np.int64)[order], np.asarray(kept_len, dtype=np.int64)[order]
+
+
+def t5_noise_mask(length: int, density: float, mean_len: float, rng: np.random.Generator,
+                  max_spans: int | None = None) -> np.ndarray:
+    """T5's ``random_spans_noise_mask`` (seqio): round(length * density) noise tokens in
+    round(noise / mean_len) spans (at most ``max_spans``), the noise and non-noise tokens each cut into
+    that many non-empty pieces at uniformly random points, interleaved non-noise first. (T,) bool."""
+    if not 0.0 < density < 1.0 or mean_len < 1:
+        raise ValueError(f"T5 span corruption needs 0 < density < 1 and mean_len >= 1, got {density}, {mean_len}")
+    if length < 2:
+        return np.zeros(length, dtype=bool)
+    n_noise = min(max(int(round(length * density)), 1), length - 1)
+    n_spans = max(int(round(n_noise / mean_len)), 1)
+    if max_spans is not None:
+        n_spans = min(n_spans, max_spans)
+    n_spans = min(n_spans, n_noise, length - n_noise)
+
+    def pieces(n_items: int) -> np.ndarray:  # n_spans positive lengths summing to n_items
+        cuts = np.sort(rng.choice(n_items - 1, size=n_spans - 1, replace=False)) + 1 if n_spans > 1 else np.zeros(0, int)
+        return np.diff(np.concatenate([[0], cuts, [n_items]]))
+
+    noise, keep = pieces(n_noise), pieces(length - n_noise)
+    lens = np.stack([keep, noise], axis=1).reshape(-1)
+    flag = np.tile([False, True], n_spans)
+    return np.repeat(flag, lens)
