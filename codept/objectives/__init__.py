@@ -11,6 +11,7 @@ HOW). The registry is an explicit dict; a test checks it. ``HEADS_OF`` says whic
 
 from __future__ import annotations
 
+from codept.objectives import ar, electra, glm, plm, unilm  # issue 15: the regimes
 from codept.objectives import code_doc, mlm, syntax_span
 from codept.objectives import phrase, span, t5_span, wwm
 
@@ -18,6 +19,11 @@ OBJECTIVES = {
     "mlm": (mlm.build, mlm.Config),
     "syntax_span": (syntax_span.build, syntax_span.Config),
     "code_doc": (code_doc.build, code_doc.Config),
+    "ar": (ar.build, ar.Config),
+    "unilm": (unilm.build, unilm.Config),
+    "glm": (glm.build, glm.Config),
+    "plm": (plm.build, plm.Config),
+    "electra": (electra.build, electra.Config),
     "wwm": (wwm.build, wwm.Config),
     "phrase": (phrase.build, phrase.Config),
     "span": (span.build, span.Config),
@@ -30,6 +36,11 @@ HEADS_OF = {
     "mlm": ("mlm",),
     "syntax_span": ("mlm",),
     "code_doc": ("contrastive",),
+    "ar": ("lm",),  # causal LM (scheduled sampling: codept.model.regimes)
+    "unilm": ("mlm",),  # cloze under three masks
+    "glm": ("glm",),  # part B, labels already shifted
+    "plm": ("plm",),  # the query stream (two-stream attention)
+    "electra": ("gen", "rtd"),  # generator MLM + discriminator replaced-token detection
     "wwm": ("mlm",),
     "phrase": ("mlm",),
     "span": ("mlm", "sbo"),  # SpanBERT: MLM on the spans + the span-boundary objective
@@ -43,10 +54,21 @@ VIEWS_OF = {
     "mlm": ("code", "text"),
     "syntax_span": ("code",),
     "code_doc": ("code",),
+    "ar": ("code", "text"),
+    "unilm": ("code", "text"),
+    "glm": ("code", "text"),
+    "plm": ("code", "text"),
+    "electra": ("code", "text"),
     "wwm": ("code", "text"),
     "phrase": ("text",),
     "span": ("code", "text"),
     "t5_span": ("code", "text"),
+}
+
+# objective -> default loss weights of its heads (a ``loss.<head>`` setting overrides them):
+# ELECTRA's loss = MLM + lambda x RTD with lambda = 50.
+LOSS_WEIGHTS_OF = {
+    "electra": {"rtd": 50.0},
 }
 
 
