@@ -14,7 +14,7 @@ from codept.objectives.select import budget, whole_spans
 from codept.structure.view import build_view
 
 SRC = "def add(a, b):\n    return a + b\n"
-MASKING = [n for n in OBJECTIVES if HEADS_OF[n] == ("mlm",)]  # token-masking objectives (code_doc: test_code_doc.py)
+MASKING = [n for n in OBJECTIVES if HEADS_OF[n] == ("mlm",) and "code" in VIEWS_OF[n]]  # token-masking objectives on code (code_doc: test_code_doc.py; tlm: test_text_objectives.py)
 
 
 def test_registry_is_explicit_and_checked(byte_tok):

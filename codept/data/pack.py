@@ -22,8 +22,11 @@ as one unit, but each part is a document of the row: consecutive segment ids, po
 per part, its own scalar value, so the attention rule keeps the parts apart.
 
 Algorithm (:func:`pack`):
-  1. Documents longer than ``seq_len`` are split into windows of ``seq_len`` (``long="split"``) or
-     cut to their first ``seq_len`` tokens (``long="truncate"``); pointer records that leave a
+  1. Documents longer than ``seq_len`` are split into windows of ``seq_len`` (``long="split"``),
+     cut to their first ``seq_len`` tokens (``long="truncate"``), or covered by sliding windows
+     every S tokens (``long="stride:S"``: the last window ends at the document's end, so no token is
+     lost; repeated tokens keep their input but not their labels, :func:`overlap_tokens` counts
+     them); ``rows="document"`` puts every document alone in a row; pointer records that leave a
      window are dropped (codept.data.example.Example.window). A multi-part example is always cut to
      its first ``seq_len`` tokens (its parts must stay together); parts cut off entirely are lost
      with their scalars, a part cut in the middle keeps its scalar.
@@ -50,8 +53,9 @@ OPTIONAL_TOKEN_COLUMNS = tuple(f for f in TOKEN_FIELDS if f != "positions")  # p
 
 
 def split_long(examples: list[Example], seq_len: int, long: str = "split") -> list[Example]:
-    if long not in ("split", "truncate"):
-        raise ValueError(f"long={long!r}: expected 'split' or 'truncate'")
+    """Documents longer than seq_len: ``split`` into consecutive windows, ``truncate`` to the first
+    seq_len tokens, or ``stride:S`` (sliding windows, see :func:`stride_windows`)."""
+    stride = parse_long(long, seq_len)
     out: list[Example] = []
     for ex in examples:
         n = len(ex)
@@ -61,9 +65,54 @@ def split_long(examples: list[Example], seq_len: int, long: str = "split") -> li
             out.append(ex)
         elif long == "truncate" or ex.parts is not None:  # the parts of an example stay in one row
             out.append(ex.window(0, seq_len))
+        elif stride:
+            out.extend(stride_windows(ex, seq_len, stride))
         else:
             out.extend(ex.window(s, min(s + seq_len, n)) for s in range(0, n, seq_len))
     return out
+
+
+def parse_long(long: str, seq_len: int) -> int:
+    """The stride of ``stride:S`` (1 <= S <= seq_len), 0 for ``split`` / ``truncate``."""
+    if long in ("split", "truncate"):
+        return 0
+    head, _, raw = long.partition(":")
+    if head != "stride" or not raw.isdigit() or not 1 <= int(raw) <= seq_len:
+        raise ValueError(f"long={long!r}: expected 'split', 'truncate' or 'stride:S' with 1 <= S <= seq_len={seq_len}")
+    return int(raw)
+
+
+def window_starts(n: int, seq_len: int, stride: int) -> list[int]:
+    """Starts of windows of seq_len every `stride` tokens; the last window ends at n (no token lost)."""
+    starts = list(range(0, max(n - seq_len, 0) + 1, stride))
+    if starts[-1] + seq_len < n:
+        starts.append(n - seq_len)
+    return starts
+
+
+def stride_windows(ex: Example, seq_len: int, stride: int) -> list[Example]:
+    """Sliding windows of seq_len every `stride` tokens (the last one ends at the document's end).
+    A token seen by an earlier window keeps its input in the later ones (context) but loses its
+    labels and targets there, so every target is trained once; the overlap is counted by
+    :func:`overlap_tokens`."""
+    n, out, seen = len(ex), [], 0  # seen: tokens [0, seen) already in a window
+    for s in window_starts(n, seq_len, stride):
+        w = ex.window(s, s + seq_len)
+        k = seen - s  # leading tokens of w an earlier window held
+        if k > 0:
+            w.labels = {name: np.where(np.arange(len(w)) < k, IGNORE, v).astype(v.dtype) for name, v in w.labels.items()}
+            w.targets = {name: np.where((np.arange(len(w)) < k).reshape((-1,) + (1,) * (v.ndim - 1)), np.nan, v)
+                         .astype(v.dtype) for name, v in w.targets.items()}
+        seen = s + len(w)
+        out.append(w)
+    return out
+
+
+def overlap_tokens(n: int, seq_len: int, stride: int) -> int:
+    """Input tokens a document of n tokens repeats under ``stride:S`` (windows' tokens minus n)."""
+    if n <= seq_len:
+        return 0
+    return len(window_starts(n, seq_len, stride)) * seq_len - n
 
 
 def best_fit(lengths: list[int], capacity: int) -> list[list[int]]:
@@ -86,10 +135,13 @@ def best_fit(lengths: list[int], capacity: int) -> list[list[int]]:
     return bins
 
 
-def pack(examples: list[Example], seq_len: int, pad_id: int, long: str = "split") -> list[dict]:
-    """Pack `examples` into rows (see module docstring). Deterministic in the input order."""
+def pack(examples: list[Example], seq_len: int, pad_id: int, long: str = "split", rows: str = "packed") -> list[dict]:
+    """Pack `examples` into rows (see module docstring). Deterministic in the input order.
+    ``rows="document"``: one document (window) per row, no cross-document packing."""
+    if rows not in ("packed", "document"):
+        raise ValueError(f"rows={rows!r}: expected 'packed' (best-fit, per-document attention) or 'document'")
     docs = split_long(examples, seq_len, long)
-    bins = best_fit([len(d) for d in docs], seq_len)
+    bins = best_fit([len(d) for d in docs], seq_len) if rows == "packed" else [[i] for i in range(len(docs))]
     label_keys = sorted({k for d in docs for k in d.labels})
     ptr_tails = {k: p.shape[1:] for d in docs for k, p in d.pointers.items()}  # record shape per key
     scalar_keys = sorted({k for d in docs for k in d.scalars})

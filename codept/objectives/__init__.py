@@ -12,7 +12,7 @@ HOW). The registry is an explicit dict; a test checks it. ``HEADS_OF`` says whic
 from __future__ import annotations
 
 from codept.objectives import ar, electra, glm, plm, unilm  # issue 15: the regimes
-from codept.objectives import code_doc, mlm, syntax_span
+from codept.objectives import code_doc, mlm, nsp, sop, syntax_span, tlm
 from codept.objectives import phrase, span, t5_span, wwm
 
 OBJECTIVES = {
@@ -24,6 +24,9 @@ OBJECTIVES = {
     "glm": (glm.build, glm.Config),
     "plm": (plm.build, plm.Config),
     "electra": (electra.build, electra.Config),
+    "nsp": (nsp.build, nsp.Config),
+    "sop": (sop.build, sop.Config),
+    "tlm": (tlm.build, tlm.Config),
     "wwm": (wwm.build, wwm.Config),
     "phrase": (phrase.build, phrase.Config),
     "span": (span.build, span.Config),
@@ -41,6 +44,9 @@ HEADS_OF = {
     "glm": ("glm",),  # part B, labels already shifted
     "plm": ("plm",),  # the query stream (two-stream attention)
     "electra": ("gen", "rtd"),  # generator MLM + discriminator replaced-token detection
+    "nsp": ("nsp", "mlm"),  # the pair label, and MLM on the same input (mlm_rate > 0)
+    "sop": ("sop", "mlm"),
+    "tlm": ("mlm",),
     "wwm": ("mlm",),
     "phrase": ("mlm",),
     "span": ("mlm", "sbo"),  # SpanBERT: MLM on the spans + the span-boundary objective
@@ -59,6 +65,9 @@ VIEWS_OF = {
     "glm": ("code", "text"),
     "plm": ("code", "text"),
     "electra": ("code", "text"),
+    "nsp": ("text",),
+    "sop": ("text",),
+    "tlm": ("pair",),
     "wwm": ("code", "text"),
     "phrase": ("text",),
     "span": ("code", "text"),

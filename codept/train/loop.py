@@ -178,22 +178,26 @@ def guarded(main: Callable[[list[str]], int], argv: list[str]) -> int:
 # 3. streams
 
 
-def streams(views, mixture: list[tuple[str, float]], vocab, settings: dict) -> list:
+def streams(views, mixture: list[tuple[str, float]], vocab, settings: dict, wrap=None) -> list:
     """One source per mixture entry: the objective built with its ``objective.<name>.*`` settings over
-    the views of its corpus (``views``: corpus name -> views, or the views of the default corpus)."""
+    the views of its corpus (``views``: corpus name -> views, or the views of the default corpus).
+    ``wrap(key, objective) -> objective``: a recipe's view transform (e.g. sentence shuffling)."""
     by_corpus = views if isinstance(views, dict) else {"code": views}
     out = []
     for i, (key, _) in enumerate(mixture):
         name = objective_of(key)
         obj = build_objective(name, vocab, **settings.get(name, {}))
+        obj = wrap(key, obj) if wrap else obj
         out.append(view_source(by_corpus[corpus_of(key)], obj, key, salt=i + 1))
     return out
 
 
-def packed(sources: list, mixture, seed: int, world, seq_len: int, pad_id: int, buffer: int) -> PackedStream:
-    """This rank's packed stream over ``sources`` with the mixture's weights."""
+def packed(sources: list, mixture, seed: int, world, seq_len: int, pad_id: int, buffer: int,
+           long: str = "split", rows: str = "packed") -> PackedStream:
+    """This rank's packed stream over ``sources`` with the mixture's weights (``long``, ``rows``:
+    the document strategies of codept.data.pack.pack)."""
     mix = Mixture(sources, [w for _, w in mixture], seed=seed, rank=world.rank, world=world.world_size)
-    return PackedStream(mix, seq_len=seq_len, pad_id=pad_id, buffer=buffer)
+    return PackedStream(mix, seq_len=seq_len, pad_id=pad_id, buffer=buffer, long=long, rows=rows)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -223,7 +227,7 @@ def _round(v: float):
 
 
 def validation_batches(held_views, mixture, vocab, settings: dict, world, run: RunConfig, val: ValConfig,
-                       pad_id: int, buffer: int) -> Validation:
+                       pad_id: int, buffer: int, long: str = "split", rows_mode: str = "packed") -> Validation:
     """The rank's fixed validation micro-batches (module docstring, step 4); built once."""
     by_corpus = held_views if isinstance(held_views, dict) else {"code": held_views}
     counts = {c: 0 if by_corpus.get(c) is None else len(by_corpus[c]) for c in corpora_used(mixture)}
@@ -233,7 +237,7 @@ def validation_batches(held_views, mixture, vocab, settings: dict, world, run: R
         return Validation([], n, skipped=f"held-out documents per corpus {short} for {world.world_size} ranks: "
                                          "raise probe.holdout (code) or val.holdout (text) to validate")
     stream = packed(streams(held_views, mixture, vocab, settings), mixture, val.seed, world, run.seq_len,
-                    pad_id, buffer)
+                    pad_id, buffer, long, rows_mode)
     rows = [next(stream) for _ in range(val.rows)]
     step = run.micro_batch_rows
     return Validation([collate(rows[i:i + step]) for i in range(0, len(rows), step)], n)

@@ -1,0 +1,64 @@
+"""``sop``: ALBERT's sentence-order prediction on a text view, with MLM on the same input.
+
+1. Budget: ``max_tokens - 3`` ([CLS], [SEP], [SEP]), shortened with ``short_seq_prob``
+   (codept.objectives.segments.target_length).
+2. A start sentence uniform over the document's sentences; a chunk of whole sentences from it up
+   to the budget (at least 2 sentences); A = its first ``a_end`` sentences (uniform split), B =
+   the rest: two consecutive segments of one document.
+3. With probability 1/2 the two are swapped (label 1), else kept in order (label 0): the topic is
+   the same in both classes, only the order tells them apart.
+4. Truncate A + B to the budget (BERT's rule), render ``[CLS] A [SEP] B [SEP]`` with types 0/1 and
+   ``scalars["sop"]`` = the label; MLM over the same tokens at ``mlm_rate`` (0 = no MLM labels),
+   as ALBERT trains both on one input.
+A document with fewer than 2 sentences has no order to predict: the objective returns None for it
+(the stream drops it; ``eligible(view)`` says which documents count, and the recipe reports the
+number). Cost: O(T) per document. Not covered: ALBERT's n-gram masking (the masking issue).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from codept.data.example import Example
+from codept.objectives import render, segments as S
+
+
+@dataclass(frozen=True)
+class Config:
+    max_tokens: int = 128  # [CLS] A [SEP] B [SEP] at most this long
+    short_seq_prob: float = 0.1  # BERT/ALBERT: share of pairs with a shorter random budget
+    p_swap: float = 0.5  # share of swapped pairs (label 1)
+    mlm_rate: float = 0.15  # MLM on the pair's tokens (0 = the pair label only)
+    p_mask: float = 0.8
+    p_random: float = 0.1
+
+    def __post_init__(self):
+        S.check(self.max_tokens, self.short_seq_prob, self.mlm_rate)
+        if not 0.0 <= self.p_swap <= 1.0:
+            raise ValueError(f"p_swap={self.p_swap} must be in [0, 1]")
+
+
+def eligible(view) -> bool:
+    """A document gives SOP pairs when it has at least 2 sentences."""
+    return len(view.sentences) >= 2
+
+
+def build(vocab: render.Vocab, cfg: Config = Config()):
+    def sop(view, rng: np.random.Generator, ctx=None) -> Example | None:
+        if not eligible(view):
+            return None
+        sents, ids = np.asarray(view.sentences), np.asarray(view.input_ids)
+        budget = S.target_length(cfg.max_tokens - 3, cfg.short_seq_prob, rng)
+        first, end = S.chunk(sents, int(rng.integers(0, len(sents) - 1)), budget)
+        b_first = S.split_chunk(first, end, rng)
+        a, b = S.tokens_of(sents, first, b_first), S.tokens_of(sents, b_first, end)
+        a, b = S.truncate_pair(a, b, cfg.max_tokens - 3, rng)
+        swapped = rng.random() < cfg.p_swap
+        if swapped:
+            a, b = b, a
+        return S.render_pair(ids[a[0]:a[1]], ids[b[0]:b[1]], int(swapped), "sop", vocab, rng,
+                             cfg.mlm_rate, cfg.p_mask, cfg.p_random)
+
+    return sop

@@ -1,0 +1,382 @@
+"""Pretrain an encoder on natural-language text: MLM, SOP, NSP and TLM (XLM) under DeepSpeed.
+
+  deepspeed --num_gpus 2 recipes/pretrain_text.py                      # english_cpu (MLM + SOP)
+  deepspeed --num_gpus 2 recipes/pretrain_text.py --preset tlm_cpu     # MLM + TLM, en-de / en-zh
+  deepspeed recipes/pretrain_text.py --preset chinese_cpu data.mixture=mlm@text:1 steps=100
+
+The same wiring as recipes/pretrain_code.py (codept.train.loop: settings checked before any work,
+streams, fixed held-out validation, step loop, logs, exit path); only the corpora differ:
+1. Corpora (``data.corpus``; ``data.text`` / ``data.pairs`` replace them with your own prepare-text
+   sources): ``english`` = the standard library's docstrings + pydoc_data topics
+   (codept.text.corpora.english_docs); ``chinese`` = the zh_CN gettext catalogs' translations as
+   documents; ``tlm`` = English docs + the de / zh_CN translations as monolingual text, and the
+   en-de / en-zh_CN catalogs as parallel pairs. Each preset trains (and caches) a BPE on its own
+   corpus (codept.text.corpora.tokenizer_for), or takes a model's with ``--init-from DIR``.
+2. prepare-text on rank 0 (cached by content hash), the others find the finished folder; held-out
+   documents / pairs by path hash (``val.holdout``, codept.data.views.Views.split), never trained on.
+3. Document strategies (``data.long``, ``data.rows``, ``data.shuffle_sentences``): documents longer
+   than seq_len split, truncated or covered by sliding windows (``stride:S``, overlap counted in the
+   summary); rows packed across documents (per-document attention) or one document per row;
+   sentence shuffling within a document as a deliberate corruption (share of documents shuffled).
+4. Train (codept.train.loop.train), validate every head on the held-out rows, and at the end:
+   pair probes (heads nsp / sop: held-out accuracy on random-document NSP pairs, same-document NSP
+   pairs and SOP pairs, label 1 = "not the coherent order", with its count and standard error) and,
+   for pair corpora, cross-lingual retrieval MRR of held-out pairs (codept.text.retrieval).
+Output: out_dir/summary.json (validation table, pair probes, retrieval), losses.jsonl, eval.jsonl,
+loss.png, TensorBoard. Cost: english_cpu ~10 min on 2 CPU cores (README "Text pretraining").
+Not covered: whole-word masking for Chinese (the masking issue), downstream fine-tuning.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # 2 ranks on 2 cores: no thread oversubscription
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import numpy as np  # noqa: E402
+
+from codept.data.collate import collate  # noqa: E402
+from codept.data.pack import overlap_tokens, parse_long  # noqa: E402
+from codept.data.views import open_views, view_source  # noqa: E402
+from codept.model import transformer as T  # noqa: E402
+from codept.model.heads import Pretrainer, build_head  # noqa: E402
+from codept.model.hf import init_from, load_mlm_head  # noqa: E402
+from codept.objectives import build as build_objective  # noqa: E402
+from codept.objectives.render import Vocab  # noqa: E402
+from codept.text import corpora as C  # noqa: E402
+from codept.text.prepare import prepare_text  # noqa: E402
+from codept.text.retrieval import retrieval  # noqa: E402
+from codept.tokenizer import load_tokenizer  # noqa: E402
+from codept.train import checkpoint  # noqa: E402
+from codept.train import engine as E  # noqa: E402
+from codept.train import loop as L  # noqa: E402
+from codept.train.config import ConfigError, RunConfig  # noqa: E402
+
+CORPORA = {"text": "text", "pairs": "pair"}  # corpus name -> view kind (objective@corpus)
+CORPUS_NAMES = ("english", "chinese", "tlm")
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+    mixture: str = "sop@text:1"  # objective@corpus:weight,... (sop/nsp carry MLM on the same input)
+    corpus: str = "english"  # english | chinese | tlm (module docstring, step 1)
+    text: str = ""  # prepare-text sources of the text corpus (comma-separated); empty = data.corpus's
+    pairs: str = ""  # prepare-text sources of the pair corpus (.mo/.po/.tsv/.jsonl); empty = data.corpus's
+    vocab_size: int = 8192  # BPE trained on the corpus (ignored with --init-from)
+    buffer: int = 256  # documents packed together (codept.data.pack)
+    long: str = "split"  # documents longer than seq_len: split | truncate | stride:S
+    rows: str = "packed"  # packed (cross-document, per-document attention) | document (one per row)
+    shuffle_sentences: float = 0.0  # share of training documents whose sentences are shuffled (corruption)
+    probe_rows: int = 128  # held-out rows per rank for each pair probe (nsp/sop heads)
+    retrieval_pool: int = 1000  # held-out pairs of the retrieval probe (candidates per query)
+
+    def __post_init__(self):
+        if self.corpus not in CORPUS_NAMES:
+            raise ValueError(f"corpus={self.corpus!r}: expected one of {CORPUS_NAMES}")
+        if not 0.0 <= self.shuffle_sentences <= 1.0:
+            raise ValueError(f"shuffle_sentences={self.shuffle_sentences} must be in [0, 1]")
+        if self.rows not in ("packed", "document"):
+            raise ValueError(f"rows={self.rows!r}: expected 'packed' or 'document'")
+
+
+# -- presets: plain functions named for size and hardware ----------------------------------------
+
+
+def _cpu_run(out: str, steps: int) -> RunConfig:
+    return RunConfig(seq_len=128, micro_batch_rows=16, global_batch_rows=32, steps=steps, lr=1e-3, warmup_steps=30,
+                     schedule="cosine", ds_config="zero2", precision="fp32", out_dir=out, save_every=0,
+                     keep_last=1, log_every=10)
+
+
+def _cpu_model(**kw) -> T.ModelConfig:
+    # 4 x 128: ~1.6 M parameters (1.05 M of them the 8k embeddings); BERT init (SOP needs the layers)
+    return T.configure(T.debug_cpu(), hidden=128, layers=4, heads=4, intermediate=512, max_positions=256,
+                       residual_init="normal", **kw)
+
+
+def english_cpu():
+    return _cpu_run("runs/english_cpu", 900), _cpu_model(), DataConfig()
+
+
+def chinese_cpu():
+    return _cpu_run("runs/chinese_cpu", 400), _cpu_model(), DataConfig(corpus="chinese")
+
+
+def tlm_cpu():
+    # language ids: 1 + index in objective.tlm.languages (text,de,zh); 0 = none (monolingual MLM)
+    return (_cpu_run("runs/tlm_cpu", 400), _cpu_model(n_langs=4),
+            DataConfig(corpus="tlm", mixture="mlm@text:1,tlm@pairs:1", retrieval_pool=1000))
+
+
+# held-out: 20% of the documents / pairs by path hash; 128 rows per rank (~150 SOP pairs per rank:
+# a standard error of ~0.03 on the accuracy over both ranks)
+VAL = L.ValConfig(holdout=0.2, rows=128, every=100)
+PRESETS = {"english_cpu": english_cpu, "chinese_cpu": chinese_cpu, "tlm_cpu": tlm_cpu}
+
+
+def configure(preset: str, items: list[str]):
+    """(Settings, mixture) of a preset with key=value overrides applied and checked (codept.train.loop)."""
+    if preset not in PRESETS:
+        raise ConfigError(f"--preset {preset!r}: unknown; presets: {sorted(PRESETS)}")
+    run, model, data = PRESETS[preset]()
+    settings, mixture = L.configure(items, run, {"model": model, "data": data, "val": VAL}, CORPORA)
+    data = settings.sections["data"]
+    try:
+        parse_long(data.long, settings.run.seq_len)
+    except ValueError as e:
+        raise ConfigError(f"data.long={data.long!r}: {e}") from None
+    if "pairs" in L.corpora_used(mixture) and data.corpus != "tlm" and not data.pairs:
+        raise ConfigError(f"data.mixture reads the pairs corpus, which data.corpus={data.corpus!r} lacks: "
+                          "use data.corpus=tlm or give data.pairs=PATH[,PATH]")
+    if "tlm" in {L.objective_of(k) for k, _ in mixture}:
+        table = _tlm_table(settings)
+        if settings.sections["model"].n_langs < len(table) + 1:
+            raise ConfigError(f"model.n_langs={settings.sections['model'].n_langs}: tlm's languages "
+                              f"{','.join(table)} need n_langs >= {len(table) + 1} (0 = none)")
+    return settings, mixture
+
+
+def _tlm_table(settings) -> dict[str, int]:
+    from codept.objectives.tlm import Config as TlmConfig
+
+    return dataclasses.replace(TlmConfig(), **settings.objectives.get("tlm", {})).table()
+
+
+# -- corpora ---------------------------------------------------------------------------------------
+
+
+def corpus_sources(data: DataConfig) -> tuple[list[str], list[str], list[Path]]:
+    """(text sources, pair sources, tokenizer training files) of the configured corpus."""
+    if data.corpus == "english":
+        folders = [C.english_docs()]
+        pairs: list[str] = []
+    elif data.corpus == "chinese":
+        folders = [C.catalog_docs("zh_CN")]
+        pairs = []
+    else:
+        folders = [C.english_docs(), C.catalog_docs("de"), C.catalog_docs("zh_CN")]
+        pairs = [str(p) for p in C.catalogs(("de", "zh_CN"))]
+    text = [x for x in data.text.split(",") if x] or [str(f) for f in folders]
+    pairs = [x for x in data.pairs.split(",") if x] or pairs
+    return text, pairs, C.text_files(folders)
+
+
+def prepare_corpora(data: DataConfig, init_dir: Path | None, is_main: bool) -> tuple[Path, str]:
+    """(tokenizer dir, prepare-text folder): rank 0 builds (cached), then the others find them."""
+    text, pairs, tok_files = corpus_sources(data)
+
+    def build(progress: bool):
+        tok = init_dir or C.tokenizer_for(data.corpus, tok_files, data.vocab_size)
+        return tok, prepare_text(text + pairs, tokenizer_dir=tok, progress=progress)["out"]
+
+    if is_main:
+        out = build(True)
+    E.barrier()
+    if not is_main:
+        out = build(False)
+    return out
+
+
+# -- document strategies ---------------------------------------------------------------------------
+
+
+def shuffle_sentences(view, rng: np.random.Generator):
+    """The view with its sentences in a random order (ids, word ids and sentence ranges moved
+    together; text and offsets still describe the original order). Paragraphs become one."""
+    s = np.asarray(view.sentences)
+    order = rng.permutation(len(s))
+    idx = np.concatenate([np.arange(a, b) for a, b in s[order]]) if len(s) else np.zeros(0, np.int64)
+    lengths = (s[:, 1] - s[:, 0])[order]
+    ends = np.cumsum(lengths)
+    words = np.asarray(view.words)[idx]
+    starts = (words >= 0) & np.r_[True, words[1:] != words[:-1]]  # a word's tokens stay contiguous
+    new_words = np.where(words >= 0, np.cumsum(starts) - 1, -1)  # renumbered 0.. in the new order
+    return dataclasses.replace(view, input_ids=np.asarray(view.input_ids)[idx], offsets=np.asarray(view.offsets)[idx],
+                               words=new_words.astype(np.int32),
+                               sentences=np.stack([ends - lengths, ends], axis=1).astype(np.int32),
+                               paragraphs=np.array([[0, len(idx)]], dtype=np.int32))
+
+
+def shuffler(share: float):
+    """``wrap(key, objective)`` for codept.train.loop.streams: shuffle `share` of the text documents."""
+    def wrap(key: str, objective):
+        if share == 0 or L.corpus_of(key) != "text":
+            return objective
+
+        def shuffled(view, rng, ctx=None):
+            return objective(shuffle_sentences(view, rng) if rng.random() < share else view, rng, ctx)
+        return shuffled
+    return wrap
+
+
+# -- pair probes: the NSP-vs-SOP question ---------------------------------------------------------
+
+PAIR_PROBES = {  # probe -> (objective, settings): label 1 = not the coherent order
+    "nsp_random": ("nsp", {"negatives": "random", "mlm_rate": 0.0}),
+    "nsp_same_document": ("nsp", {"negatives": "same_document", "mlm_rate": 0.0}),
+    "sop": ("sop", {"mlm_rate": 0.0}),
+}
+
+
+def pair_probes(engine, held_text, vocab, head: str, run: RunConfig, data: DataConfig, vcfg, world) -> dict:
+    """Held-out accuracy of the pair head `head` on each kind of pair (a collective: every rank)."""
+    out = {}
+    for name, (obj_name, kw) in PAIR_PROBES.items():
+        obj = build_objective(obj_name, vocab, max_tokens=run.seq_len, **kw)
+
+        def relabel(view, rng, ctx, obj=obj, src=obj_name):
+            ex = obj(view, rng, ctx)
+            if ex is not None:
+                ex.scalars = {head: ex.scalars[src]}
+            return ex
+
+        stream = L.packed([view_source(held_text, relabel, name, salt=7)], [(name, 1.0)], vcfg.seed, world,
+                          run.seq_len, vocab.pad_id, data.buffer)
+        rows = [next(stream) for _ in range(data.probe_rows)]
+        batches = [collate(rows[i:i + run.micro_batch_rows]) for i in range(0, len(rows), run.micro_batch_rows)]
+        m = E.evaluate(engine, batches, [head])
+        acc, n = m[f"val/{head}/acc"], int(m[f"val/{head}/n"])
+        out[name] = {"acc": round(acc, 4), "n": n, "se": round(math.sqrt(max(acc * (1 - acc), 1e-12) / max(n, 1)), 4)}
+    return out
+
+
+# -- the run -------------------------------------------------------------------------------------
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--preset", default="english_cpu", choices=sorted(PRESETS))
+    ap.add_argument("--local_rank", type=int, default=0, help="set by the deepspeed launcher")
+    ap.add_argument("--init-from", default="", metavar="DIR",
+                    help="a transformers BERT/RoBERTa folder to continue pretraining from (with its tokenizer)")
+    ap.add_argument("overrides", nargs="*", help="key=value (RunConfig), model./data./val.key=value, "
+                    "objective.<name>.<field>=value, loss.<head>=weight")
+    args = ap.parse_args(argv)
+    settings, mixture = configure(args.preset, args.overrides)  # every setting checked before any work
+    run, model_cfg, data, vcfg = (settings.run, settings.sections["model"], settings.sections["data"],
+                                  settings.sections["val"])
+    init_dir = Path(args.init_from).resolve() if args.init_from else None
+    if init_dir is not None and not (init_dir / "config.json").is_file():
+        raise ConfigError(f"--init-from {init_dir}: needs config.json and tokenizer.json (a transformers folder)")
+
+    world = E.init_distributed()
+    is_main = world.rank == 0
+    t_start = time.time()
+
+    # 1. corpora, tokenizer, views; held-out documents / pairs by path hash
+    tok_dir, text_dir = prepare_corpora(data, init_dir, is_main)
+    tokenizer = load_tokenizer(tok_dir)
+    vocab = Vocab.from_tokenizer(tokenizer)
+    corpora, held = {}, {}
+    for name in L.corpora_used(mixture):
+        corpora[name], held[name] = open_views(text_dir, kind=CORPORA[name]).split(vcfg.holdout)
+    if init_dir is None and model_cfg.vocab_size != vocab.size:
+        model_cfg = T.configure(model_cfg, vocab_size=vocab.size)
+
+    # 2. one stream per rank (document strategies of data.*); fixed held-out validation rows
+    head_names = L.heads_of(mixture)
+    stream = L.packed(L.streams(corpora, mixture, vocab, settings.objectives, wrap=shuffler(data.shuffle_sentences)),
+                      mixture, run.seed, world, run.seq_len, vocab.pad_id, data.buffer, data.long, data.rows)
+    validation = L.validation_batches(held, mixture, vocab, settings.objectives, world, run, vcfg, vocab.pad_id,
+                                      data.buffer, data.long, data.rows)
+
+    # 3. model, heads, engine, resume
+    checkpoint.seed_all(run.seed, 0)
+    head_loaded = False
+    if init_dir is None:
+        model = T.Transformer(model_cfg)
+    else:
+        keep = {k: getattr(model_cfg, k) for k in ("dropout", "attention_dropout", "attention", "checkpointing")}
+        model, model_cfg = init_from(init_dir, **keep)
+    net = Pretrainer(model, {h: build_head(h, model) for h in head_names})
+    if init_dir is not None:
+        head_loaded = "mlm" in net.heads and load_mlm_head(init_dir, net.heads["mlm"])
+    checkpoint.seed_all(run.seed, world.rank)
+    engine = E.build_engine(net, run, world)
+    resume = checkpoint.load(engine, run.out_dir)
+    start = 0
+    if resume is not None:
+        start = resume.step
+        stream.load_state_dict(resume.client_state["stream"])
+        checkpoint.restore_rng(resume.rng)
+
+    # 4. train; validation every val.every steps and at the end
+    log = L.Log(run.out_dir, is_main, total=run.steps, start=start)
+    last_val: dict = {}
+
+    def val_hook(step: int) -> None:
+        last_val.clear()
+        last_val.update(L.validate(engine, validation, head_names))
+        log.scalars(step, last_val)
+
+    t_train = time.time()
+    tokens = L.train(engine, stream, run, start=start, heads=head_names, weights=settings.loss, log=log,
+                     hooks=[(vcfg.every, val_hook)],
+                     client_state=lambda: {"stream": stream.state_dict(), "model": dataclasses.asdict(model_cfg),
+                                           "tokenizer": str(tok_dir)})
+    tokens_all = sum(E.all_gather_object(tokens))
+    train_seconds = time.time() - t_train
+    val_hook(run.steps)
+
+    # 5. pair probes (nsp/sop heads) and cross-lingual retrieval (pair corpora)
+    probes = {}
+    for head in ("sop", "nsp"):
+        if head in head_names and held.get("text") is not None and len(held["text"]) >= world.world_size:
+            probes[head] = pair_probes(engine, held["text"], vocab, head, run, data, vcfg, world)
+    retr = {}
+    if "pairs" in held and held["pairs"] is not None:
+        retr = retrieval(engine.module.model, held["pairs"], _tlm_table(settings), vocab, engine.device,
+                         pool=data.retrieval_pool, max_side=settings.objectives.get("tlm", {}).get("max_side", 62))
+
+    # 6. summary
+    if is_main:
+        log.close()
+        first, last = log.first_last()
+        val = validation.summary(last_val, run.steps)
+        result = {
+            "preset": args.preset, "ranks": world.world_size, "steps": run.steps, "resumed_from": start,
+            "mixture": data.mixture, "corpus": data.corpus, "params": model.num_parameters(),
+            "train_docs": {k: len(v) for k, v in corpora.items()}, "held_docs": {k: len(v) for k, v in held.items()},
+            "tokenizer": str(tok_dir), "vocab": vocab.size, "mlm_head_loaded": head_loaded,
+            "strategies": strategies(data, corpora, run.seq_len), "tokens_trained": tokens_all,
+            "train_tokens_per_s": round(tokens_all / max(train_seconds, 1e-9)), "seconds": round(time.time() - t_start, 1),
+            "loss_first": first, "loss_last": last, "val": val, "val_se": standard_errors(val),
+            "pair_probes": probes, "retrieval": retr, "out_dir": run.out_dir,
+        }
+        (Path(run.out_dir) / "summary.json").write_text(json.dumps(result, indent=2) + "\n")
+        print(json.dumps(result, indent=2))
+    E.shutdown()
+    return 0
+
+
+def standard_errors(val: dict) -> dict:
+    """sqrt(acc (1 - acc) / n) per head of the validation summary (n = labelled records)."""
+    out = {}
+    for head, m in val.items():
+        if isinstance(m, dict) and m.get("acc") is not None and m.get("n"):
+            out[head] = round(math.sqrt(m["acc"] * (1 - m["acc"]) / m["n"]), 4)
+    return out
+
+
+def strategies(data: DataConfig, corpora: dict, seq_len: int) -> dict:
+    """The document strategies of the run; for stride windows the tokens repeated over the text corpus."""
+    out = {"long": data.long, "rows": data.rows, "shuffle_sentences": data.shuffle_sentences}
+    stride = parse_long(data.long, seq_len)
+    if stride and "text" in corpora:
+        views = corpora["text"]
+        lengths = [len(views[i].input_ids) for i in range(len(views))]
+        out["stride_overlap_tokens"] = sum(overlap_tokens(n, seq_len, stride) for n in lengths)
+        out["text_tokens"] = sum(lengths)
+    return out
+
+
+if __name__ == "__main__":
+    E.exit_process(L.guarded(main, sys.argv[1:]))
