@@ -37,7 +37,7 @@ def model():
 
 
 def test_registry():
-    assert set(H.HEADS) == {"mlm", "lm", "rtd", "sop", "nsp", "edge", "contrastive"}
+    assert set(H.HEADS) == {"mlm", "lm", "rtd", "sop", "nsp", "edge", "contrastive", "sbo", "glm", "plm", "gen"}
     m = T.Transformer(T.tiny())
     for name in H.HEADS:
         assert isinstance(H.build_head(name, m), torch.nn.Module)

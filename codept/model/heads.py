@@ -381,7 +381,17 @@ HEADS = {
     "edge": partial(PointerHead, label="edge"),
     "contrastive": partial(ContrastiveHead, label="pair"),
     "sbo": partial(SpanBoundaryHead, label="sbo", target="mlm"),
+    "glm": partial(LMHead, label="glm", causal=False),  # GLM part B: labels already shifted
+    "plm": lambda model, **kw: _regimes().QueryLMHead(model, **{"label": "plm", **kw}),  # XLNet query stream
+    "gen": lambda model, **kw: _regimes().Generator(model, **{"label": "gen", **kw}),  # ELECTRA generator
 }
+
+
+def _regimes():
+    """codept.model.regimes (staged forwards), imported on use: it builds on this module."""
+    from codept.model import regimes
+
+    return regimes
 
 
 def build_head(name: str, model: Transformer, **options) -> nn.Module:
@@ -420,12 +430,18 @@ class Pretrainer(nn.Module):
 
     def forward(self, batch: dict, metrics: bool = False) -> dict[str, tuple]:
         """{head: (loss_sum, n_valid)}; with ``metrics`` {head: :class:`Metrics`} (validation: the
-        same forward, plus each head's top-1 hits; run it under torch.no_grad, in eval mode)."""
-        hidden = self.model.encode(batch)  # (B, T, C)
-        out = {}
+        same forward, plus each head's top-1 hits; run it under torch.no_grad, in eval mode).
+        Staged regimes (codept.model.regimes: scheduled sampling, ELECTRA's generator, XLNet's two
+        streams) run first and only when the batch carries their columns."""
+        batch, out = _regimes().stages(self, batch, metrics)  # {} and the same batch without them
+        streams = _regimes().encode(self, batch)  # {"content": (B, T, C)} (+ "query" for plm)
+        hidden = streams["content"]
         for name, head in self.heads.items():
+            if name in out:
+                continue
             if head.field in batch or getattr(head, "always_forward", False):
-                out[name] = head(hidden, batch, metrics=True) if metrics else head(hidden, batch)
+                h = streams[getattr(head, "stream", "content")]
+                out[name] = head(h, batch, metrics=True) if metrics else head(h, batch)
             else:
                 none = torch.zeros((), dtype=torch.long, device=hidden.device)
                 loss = _zero_loss(hidden, *head.parameters())

@@ -162,14 +162,16 @@ def geometric_lengths(p: float = 0.2, max_len: int = 10) -> np.ndarray:
 
 
 def geometric_spans(words: np.ndarray, candidates: np.ndarray, rate: float, rng: np.random.Generator,
-                    p: float = 0.2, max_len: int = 10) -> tuple[np.ndarray, np.ndarray]:
+                    p: float = 0.2, max_len: int = 10, tries: int = 8) -> tuple[np.ndarray, np.ndarray]:
     """SpanBERT span masking: repeat {length l ~ truncated Geometric(p) in words, a start word
-    uniformly; keep the l words from there as one span unless it overlaps a kept span or touches a
-    non-candidate token} until ``budget(rate * candidates)`` tokens are taken. The span that would
-    overshoot is kept with probability left / its tokens (so the expected count is the budget) and ends
-    the draw. Spans start at word starts and cover whole words (and the whitespace between them).
-    Returns ((K, 2) token ranges in token order, (K,) their lengths in words). Draws are made in
-    batches; the overlap check visits each drawn span once (O(K) Python steps, K ~ 4% of T)."""
+    uniformly among those where l words fit; keep the l words from there as one span} until
+    ``budget(rate * candidates)`` tokens are taken. A start that overlaps a kept span or touches a
+    non-candidate token is redrawn (up to `tries` times) with the same l, so long spans are not
+    rejected more often than short ones and the kept lengths follow the distribution (mean 3.8).
+    The span that would overshoot is kept with probability left / its tokens (so the expected count
+    is the budget) and ends the draw. Spans start at word starts and cover whole words (and the
+    whitespace between them). Returns ((K, 2) token ranges in token order, (K,) lengths in words).
+    Draws are made in batches; O(K * tries) Python steps, K ~ 4% of T."""
     limit = budget(int(candidates.sum()), rate, rng)
     W = len(words)
     empty = np.zeros((0, 2), dtype=np.int64), np.zeros(0, dtype=np.int64)
@@ -178,29 +180,31 @@ def geometric_spans(words: np.ndarray, candidates: np.ndarray, rate: float, rng:
     probs = geometric_lengths(p, max_len)
     bad = np.concatenate([[0], np.cumsum(~candidates)])
     taken = np.zeros(W, dtype=bool)
-    kept, kept_len, left, tries = [], [], limit, 0
-    while left > 0 and tries < 8:
-        tries += 1
+    kept, kept_len, left, rounds = [], [], limit, 0
+    while left > 0 and rounds < 8:
+        rounds += 1
         n = 2 * limit // 3 + 8  # spans drawn per batch: more than the budget needs on average
-        lens = rng.choice(max_len, size=n, p=probs) + 1
-        first = rng.integers(0, W, size=n)
-        last = np.minimum(first + lens, W) - 1
+        lens = np.minimum(rng.choice(max_len, size=n, p=probs) + 1, W)
+        first = (rng.random((n, tries)) * (W - lens + 1)[:, None]).astype(np.int64)  # (n, tries)
+        last = first + lens[:, None] - 1
         s, e = words[first, 0], words[last, 1]
         ok = bad[e] - bad[s] == 0
         u = rng.random(n)
-        for i in np.flatnonzero(ok).tolist():
-            a, b = int(first[i]), int(last[i]) + 1
-            if taken[a:b].any():
+        for i in range(n):
+            hit = next((k for k in np.flatnonzero(ok[i]).tolist()
+                        if not taken[first[i, k]:last[i, k] + 1].any()), None)
+            if hit is None:
                 continue
-            size = int(e[i] - s[i])
+            a, b = int(first[i, hit]), int(last[i, hit]) + 1
+            size = int(e[i, hit] - s[i, hit])
             if size > left:
                 if u[i] < left / size:
-                    kept.append((int(s[i]), int(e[i])))
+                    kept.append((int(s[i, hit]), int(e[i, hit])))
                     kept_len.append(b - a)
                 left = 0
                 break
             taken[a:b] = True
-            kept.append((int(s[i]), int(e[i])))
+            kept.append((int(s[i, hit]), int(e[i, hit])))
             kept_len.append(b - a)
             left -= size
             if left == 0:

@@ -47,7 +47,7 @@ from codept.data.collate import collate
 from codept.data.stream import Mixture, PackedStream
 from codept.data.views import view_source
 from codept.model.heads import HEADS, target_counts
-from codept.objectives import HEADS_OF, OBJECTIVES, VIEWS_OF
+from codept.objectives import HEADS_OF, LOSS_WEIGHTS_OF, OBJECTIVES, VIEWS_OF
 from codept.objectives import build as build_objective
 from codept.train import checkpoint
 from codept.train import engine as E
@@ -153,6 +153,9 @@ def configure(items: list[str], run: RunConfig, sections: dict,
                           f"(its heads: {', '.join(heads)})")
     if all(s.loss.get(h, 1.0) == 0 for h in heads):
         raise ConfigError(f"loss weights {s.loss}: every head of the mixture weighs 0, nothing would train")
+    for name in names:  # an objective's default weights (ELECTRA's lambda = 50) where none was given
+        for h, w in LOSS_WEIGHTS_OF.get(name, {}).items():
+            s.loss.setdefault(h, w)
     return s, mixture
 
 
