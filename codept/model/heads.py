@@ -123,6 +123,11 @@ class LMHead(nn.Module):
         nxt = torch.where(same_doc, labels[:, 1:], torch.full_like(labels[:, 1:], IGNORE))
         return torch.cat([nxt, torch.full_like(labels[:, :1], IGNORE)], dim=1)  # last token predicts nothing
 
+    def count(self, batch: dict) -> int:
+        """Targets the forward will score (codept.model.heads.target_counts): for causal LM the
+        shifted targets, one fewer per document than its labels."""
+        return int((self.targets(batch) != IGNORE).sum())
+
     def forward(self, hidden: torch.Tensor, batch: dict, metrics: bool = False):
         targets = self.targets(batch)  # (B, T)
         valid = targets != IGNORE

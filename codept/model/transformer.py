@@ -24,7 +24,7 @@ Attention paths (equal within float tolerance; tests/test_model.py):
   "flex"      torch.nn.attention.flex_attention with a block mask from segment ids + prefix; skips
               fully hidden blocks (packed documents), compiled on CUDA. No attention dropout.
 Two-stream attention (XLNet's permutation LM, :meth:`Transformer.two_stream`): a content stream
-(the forward above) and a query stream that starts from the [MASK] embedding at each position and
+(the forward above) and a query stream that starts from a learned vector at each position and
 reads keys/values from the content stream under the STRICT rule order[k] < order[q]; same weights.
 Cost: ~6 N FLOPs per token for training (N = non-embedding parameters) plus 12 L C T for attention
 (:meth:`Transformer.flops_per_token`). Not covered: the padding-free varlen layout (cu_seqlens) of
@@ -248,9 +248,12 @@ class Embeddings(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, types: torch.Tensor | None = None,
-                langs: torch.Tensor | None = None, block_positions: torch.Tensor | None = None) -> torch.Tensor:
+                langs: torch.Tensor | None = None, block_positions: torch.Tensor | None = None,
+                token_vector: torch.Tensor | None = None) -> torch.Tensor:
+        """``token_vector`` (C,): used for every token instead of the token table (XLNet's query stream)."""
         t = self.types.weight[0] if types is None else self.types(types)
-        x = self.tokens(input_ids) + t  # (B, T, C); BERT's summation order
+        tok = self.tokens(input_ids) if token_vector is None else token_vector.view(1, 1, -1).expand(*input_ids.shape, -1)
+        x = tok + t  # (B, T, C); BERT's summation order
         x = x + self.positions(positions)
         if self.langs is not None and langs is not None:
             x = x + self.langs(langs)
@@ -361,11 +364,12 @@ class Transformer(nn.Module):
             return torch.utils.checkpoint.checkpoint(block, x, mask, path, kv, use_reentrant=False)
         return block(x, mask, path, kv)
 
-    def two_stream(self, batch: dict, query_id: int, attention: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def two_stream(self, batch: dict, query: torch.Tensor, attention: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """XLNet's two-stream attention over a padded batch: (content h, query g), each (B, T, C).
 
-        1. h0 = the usual embeddings; g0 = the embeddings of ``query_id`` (the [MASK] token) at every
-           token's own position, type, language and block position: it knows WHERE, never WHAT.
+        1. h0 = the usual embeddings; g0 = the embeddings with the vector ``query`` (C,) (XLNet's
+           learned w, held by the head) in place of every token, at the token's own position, type,
+           language and block position: it knows WHERE, never WHAT.
         2. Each block, with the SAME weights for both streams:
              h = Block(h, rule: order[k] <= order[q] or prefix[k])            (the usual forward)
              g = Block(g, keys/values from the previous layer's h, rule: order[k] < order[q] or prefix[k])
@@ -378,12 +382,12 @@ class Transformer(nn.Module):
         path = attention or cfg.attention
         extra = {k: batch.get(k) for k in ("types", "langs", "block_positions")}
         self._check_tables(extra["langs"], extra["block_positions"])
-        content = attention_mask(seg, pre, order, path)
-        query = attention_mask(seg, pre, order, path, strict=True)
+        see = attention_mask(seg, pre, order, path)  # content stream: order[k] <= order[q]
+        see_before = attention_mask(seg, pre, order, path, strict=True)  # query stream: order[k] < order[q]
         h = self.embed(ids, pos, **extra)  # (B, T, C)
-        g = self.embed(torch.full_like(ids, query_id), pos, **extra)  # (B, T, C)
+        g = self.embed(ids, pos, **extra, token_vector=query)  # (B, T, C)
         for block in self.blocks:
-            h, g = self._run(block, h, content, path), self._run(block, g, query, path, kv=h)
+            h, g = self._run(block, h, see, path), self._run(block, g, see_before, path, kv=h)
         return h, g
 
     def encode(self, batch: dict, attention: str | None = None) -> torch.Tensor:

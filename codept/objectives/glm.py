@@ -1,0 +1,102 @@
+"""``glm``: GLM's autoregressive blank infilling, one document -> part A + part B in one segment.
+
+1. Window: a random window of at most ``(max_tokens - 2) / (1 + 2 rate)`` tokens, so that the
+   rendered example (window + 2 per span) fits ``max_tokens`` and packing never splits it (set
+   ``max_tokens`` to the run's seq_len).
+2. Spans: lengths ~ Poisson(``mean_span``) (at least 1) drawn until they cover ``rate`` (15%) of
+   the window (the last one shortened to the budget, codept.objectives.select.budget); placed
+   without overlap at uniformly random gaps; a span touching a special token is dropped.
+3. Part A: the window with each span replaced by ONE [MASK]; prefix True (bidirectional), 2-D
+   positions (position in A, 0).
+4. Part B: the spans in a random order, each as ``<sop> x_1 .. x_n`` (input) predicting
+   ``x_1 .. x_n <eop>`` (``labels["glm"]``, already shifted: the label of a token is the next
+   one, read at its own position by the "glm" head); prefix False (causal, and every token of B
+   sees all of A through A's prefix); positions = the position of the span's [MASK] in A, block
+   positions 1 .. n + 1. The model needs ``block_positions=True`` (its second position table).
+Cost: O(T) NumPy. Not covered: GLM's document- and sentence-level span objectives (one long span),
+multi-task mixing of span lengths.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from codept.data.example import IGNORE, Example
+from codept.objectives import render, select
+
+
+@dataclass(frozen=True)
+class Config:
+    rate: float = 0.15  # share of the window's tokens inside spans
+    mean_span: float = 3.0  # Poisson lambda of span lengths
+    max_tokens: int = 256  # longest rendered example (window + 2 per span); set to the run's seq_len
+
+    def __post_init__(self):
+        if not 0.0 < self.rate < 1.0 or self.mean_span <= 0 or self.max_tokens < 8:
+            raise ValueError(f"glm: rate={self.rate} must be in (0, 1), mean_span={self.mean_span} > 0, "
+                             f"max_tokens={self.max_tokens} >= 8")
+
+
+def span_lengths(budget: int, mean: float, rng: np.random.Generator) -> np.ndarray:
+    """Poisson(mean) lengths (>= 1) summing to exactly `budget`."""
+    out, left = [], budget
+    while left > 0:
+        n = min(max(1, int(rng.poisson(mean))), left)
+        out.append(n)
+        left -= n
+    return np.asarray(out, dtype=np.int64)
+
+
+def place(lengths: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """(m, 2) non-overlapping [start, end) spans of the given lengths at random gaps in n tokens."""
+    free = n - int(lengths.sum())
+    gaps = np.sort(rng.integers(0, free + 1, size=len(lengths)))  # free tokens before each span
+    starts = gaps + np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    return np.stack([starts, starts + lengths], axis=1)
+
+
+def render_blanks(ids: np.ndarray, spans: np.ndarray, order: np.ndarray, vocab: render.Vocab) -> Example:
+    """Part A (spans -> one [MASK] each) + part B (spans in `order`), see the module docstring."""
+    sop, eop = vocab.id_of("sop"), vocab.id_of("eop")
+    keep = np.ones(len(ids), dtype=bool)
+    for s, e in spans:
+        keep[s + 1:e] = False  # the span's first token becomes its [MASK]
+    a = ids.copy()
+    a[spans[:, 0]] = vocab.mask_id
+    a = a[keep]
+    mask_pos = np.cumsum(keep)[spans[:, 0]] - 1  # position of each span's [MASK] in part A
+    b_in, b_lab, b_pos, b_blk = [], [], [], []
+    for j in order:
+        s, e = spans[j]
+        b_in.append(np.r_[sop, ids[s:e]])
+        b_lab.append(np.r_[ids[s:e], eop])
+        b_pos.append(np.full(e - s + 1, mask_pos[j]))
+        b_blk.append(np.arange(1, e - s + 2))
+    cat = lambda xs: np.concatenate(xs) if xs else np.zeros(0, np.int64)  # noqa: E731
+    n_a, n_b = len(a), sum(len(x) for x in b_in)
+    return Example(
+        input_ids=np.r_[a, cat(b_in)].astype(np.int32),
+        prefix=np.r_[np.ones(n_a, bool), np.zeros(n_b, bool)],
+        labels={"glm": np.r_[np.full(n_a, IGNORE), cat(b_lab)].astype(np.int32)},
+        positions=np.r_[np.arange(n_a), cat(b_pos)].astype(np.int32),
+        block_positions=np.r_[np.zeros(n_a), cat(b_blk)].astype(np.int32),
+    )
+
+
+def build(vocab: render.Vocab, cfg: Config = Config()):
+    vocab.id_of("sop"), vocab.id_of("eop")  # fail at build time on a tokenizer without GLM's tokens
+    width = int((cfg.max_tokens - 2) / (1 + 2 * cfg.rate))
+
+    def glm(view, rng: np.random.Generator, ctx=None) -> Example:
+        ids = np.asarray(view.input_ids)
+        start = int(rng.integers(0, len(ids) - width + 1)) if len(ids) > width else 0
+        ids = ids[start:start + width]
+        lengths = span_lengths(select.budget(len(ids), cfg.rate, rng), cfg.mean_span, rng)
+        spans = place(lengths, len(ids), rng)
+        bad = np.concatenate([[0], np.cumsum(~vocab.candidates(ids))])
+        spans = spans[bad[spans[:, 1]] == bad[spans[:, 0]]]  # no special token inside a span
+        return render_blanks(ids, spans, rng.permutation(len(spans)), vocab)
+
+    return glm
