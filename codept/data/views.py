@@ -33,7 +33,8 @@ from codept.data.stream import Source
 
 # kind -> (array field -> (dtype, width; 0 = 1-D)), string/bool fields, list<string> fields
 _TEXT_ARRAYS = {"input_ids": 0, "offsets": 2, "words": 0, "sentences": 2, "paragraphs": 2}
-_CODE_ARRAYS = {"input_ids": 0, "offsets": 2, "leaf": 0, "spans": 3, "idents": 5, "functions": 7, "errors": 2}
+_CODE_ARRAYS = {"input_ids": 0, "offsets": 2, "leaf": 0, "spans": 3, "idents": 5, "functions": 7, "errors": 2,
+                "dataflow": 3}
 KINDS = ("code", "text", "pair")
 
 

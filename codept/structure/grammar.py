@@ -8,7 +8,9 @@ A language is a folder ``grammars/<lang>/`` holding
                      doc-comment prefixes and the default scope order (see grammars/README.md);
   ``spans.scm``      ``@span.<kind>`` captures (kinds: codept.structure.kinds.SPAN_KINDS);
   ``locals.scm``     ``@local.scope/definition/reference`` captures;
-  ``tags.scm``       ``@definition.<kind>`` + ``@name`` + optional ``@doc``.
+  ``tags.scm``       ``@definition.<kind>`` + ``@name`` + optional ``@doc``;
+  ``flow.scm``       ``@flow.<kind>`` control-flow regions and assignment parts (kinds.FLOW_KINDS),
+                     read by codept.structure.dataflow.
 Adding a language needs no Python: add the folder and pin the wheel in pyproject.toml.
 
 Parsing one file (:func:`parse`):
@@ -23,7 +25,7 @@ Parsing one file (:func:`parse`):
      of the Python stdlib's captures. Only ``@span.*``, ``@local.reference`` and ``@local.member``
      move (their consumers use them as sets), so row order may differ from the query's, not rows;
   3. if the tree has errors, an ERROR/MISSING query gives the error byte ranges;
-  4. the rest of spans + locals runs as one query with ``captures``, the tags query with
+  4. the rest of spans + locals + flow runs as one query with ``captures``, the tags query with
      ``matches`` (a tag needs its name and doc from the same match).
 Cost, CPython stdlib on one core: parse ~10 MB/s; the walk and queries add about 0.8x the parse
 time (the walk ~0.4x, the queries ~0.4x, a third of it the traversal of the tags query).
@@ -49,7 +51,7 @@ import tree_sitter as ts
 from codept.data.jobs import SkipFile  # noqa: F401  (moved to the neutral module; re-exported)
 from codept.structure import kinds
 
-QUERY_FILES = ("spans", "locals", "tags")
+QUERY_FILES = ("spans", "locals", "tags", "flow")
 
 
 def grammars_dir() -> Path:
@@ -142,8 +144,7 @@ def load_grammar(name: str) -> Grammar:
     queries["errors"] = ts.Query(language, "(ERROR) @e (MISSING) @e")
     # spans + locals run as ONE query: one traversal of the tree instead of two; its kind-only
     # patterns are disabled there and answered by the walk
-    structure_src = ((folder / "spans.scm").read_text(encoding="utf-8") + "\n"
-                     + (folder / "locals.scm").read_text(encoding="utf-8"))
+    structure_src = "\n".join((folder / f"{qk}.scm").read_text(encoding="utf-8") for qk in ("spans", "locals", "flow"))
     queries["structure"] = ts.Query(language, structure_src)
     walk_kinds, kind_routes = _kind_only_patterns(language, queries["structure"], structure_src)
     lc = cfg["line_comment"]
@@ -166,6 +167,7 @@ def load_grammar(name: str) -> Grammar:
 _KIND_ONLY = re.compile(r"(?:\((\w+)\)|\[((?:\s*\(\w+\))+)\s*\])\s*@([\w.]+)")
 _ROUTE_REF = len(kinds.SPAN_KINDS)  # row codes of the walk's captures: a span kind id, or these
 _ROUTE_MEMBER = _ROUTE_REF + 1
+_ROUTE_FLOW = _ROUTE_MEMBER + 1  # + a flow kind id
 
 
 def _strip_comments(src: str) -> str:
@@ -218,6 +220,8 @@ def _kind_only_patterns(language: ts.Language, query: ts.Query, src: str) -> tup
             continue
         cap = m.group(3)
         code = _SPAN_ID.get(cap, {"local.reference": _ROUTE_REF, "local.member": _ROUTE_MEMBER}.get(cap))
+        if code is None and cap in _FLOW_ID:
+            code = _ROUTE_FLOW + _FLOW_ID[cap]
         if code is None:
             continue
         names = [m.group(1)] if m.group(1) else re.findall(r"\((\w+)\)", m.group(2))
@@ -289,6 +293,7 @@ class ParsedFile:
     defs: np.ndarray  # (D, 3) int64 start, end, def kind id (index into kinds.DEF_KINDS)
     refs: np.ndarray  # (R, 2) int64 start, end
     tags: list[Tag]
+    flow: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int64))  # (N, 3) start, end, flow kind id
     timings: dict[str, float] = field(default_factory=dict)
 
 
@@ -296,6 +301,7 @@ _SPAN_ID = {f"span.{k}": i for i, k in enumerate(kinds.SPAN_KINDS)}
 _SCOPE_MODE_ID = {("local.scope" + (f".{m}" if m else "")): i for i, m in enumerate(kinds.SCOPE_MODES)}
 _DEF_KIND_ID = {("local.definition" + (f".{k}" if k else "")): i for i, k in enumerate(kinds.DEF_KINDS)}
 _TAG_KIND_ID = {f"definition.{k}": i for i, k in enumerate(kinds.DEFINITION_KINDS)}
+_FLOW_ID = {f"flow.{k}": i for k, i in kinds.FLOW_KIND_ID.items()}
 
 
 def _ranges(nodes) -> list[tuple[int, int]]:
@@ -425,6 +431,7 @@ def parse(lang: str, source: bytes, *, timeout_s: float | None = None, max_depth
     # 4. queries: route captures by name; offsets as flat int lists (no per-node tuples)
     code = kind_rows[:, 2]
     spans: list[np.ndarray] = [kind_rows[code < _ROUTE_REF]]
+    flow_l: list[np.ndarray] = [kind_rows[code >= _ROUTE_FLOW] - np.array([0, 0, _ROUTE_FLOW])]
     scopes: list[np.ndarray] = []
     defs: list[np.ndarray] = []
     refs_l: list[np.ndarray] = [kind_rows[code == _ROUTE_REF, :2]]
@@ -436,7 +443,10 @@ def parse(lang: str, source: bytes, *, timeout_s: float | None = None, max_depth
             if kind is None:
                 kind = _DEF_KIND_ID.get(name)
                 if kind is None:
-                    if name == "local.reference":
+                    kind = _FLOW_ID.get(name)
+                    if kind is not None:
+                        flow_l.append(_rows(nodes, kind))
+                    elif name == "local.reference":
                         refs_l.append(_rows(nodes))
                     elif name == "local.member":
                         members_l.append(_rows(nodes))
@@ -463,6 +473,7 @@ def parse(lang: str, source: bytes, *, timeout_s: float | None = None, max_depth
         defs=_stack(defs, 3),
         refs=refs,
         tags=tags,
+        flow=_stack(flow_l, 3),
         timings={"parse": t1 - t0, "walk": t2 - t1, "query": t3 - t2},
     )
 

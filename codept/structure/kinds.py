@@ -13,6 +13,9 @@ Three query files, three families of captures:
                 bound to a local; it removes the same node from the references.
 ``tags.scm``    ``@definition.<kind>`` with ``@name`` and optional ``@doc`` (tree-sitter's tags
                 convention), kinds from :data:`DEFINITION_KINDS`.
+``flow.scm``    ``@flow.<kind>`` with ``kind`` from :data:`FLOW_KINDS`: the control-flow skeleton
+                (units, loops, branches, exits) and the assignments that dataflow needs
+                (codept.structure.dataflow).
 
 Span kinds are indices into :data:`SPAN_KINDS`; their order is part of the view format (stored as
 int8 in prepared datasets), so only ever append.
@@ -62,6 +65,38 @@ PARENT_BINDING_DEF_KINDS = frozenset({"function", "method", "class"})
 
 DEFINITION_KINDS: tuple[str, ...] = ("function", "method", "class")
 
+# @flow.<kind> captures (flow.scm), read by codept.structure.dataflow. Regions are nodes; write and
+# update mark identifiers. Order is the id used in ParsedFile.flow: append only.
+FLOW_KINDS: dict[str, str] = {
+    "function": "a flow unit (function, method, lambda, closure): dataflow restarts inside, no edge "
+    "crosses it; the names it defines for its parent (function/method/class names) stay outside",
+    "loop": "a loop (while, for, do, a Ruby block, a comprehension): its body may run zero or more "
+    "times, so the state at its end flows back to its start; `break` leaves it, `continue` restarts it",
+    "init": "the part of a loop that runs once, before the first iteration (a C-style for initializer)",
+    "step": "the part of a loop that runs after the body of every iteration (a C-style for update)",
+    "branch": "a choice (if/else, unless, Python match, Ruby case): its arms are alternatives; without a default arm "
+    "the state before the arms also flows past it",
+    "switch": "a break target whose arms are alternatives (Go switch/select, Java arrow cases)",
+    "switch.fallthrough": "a break target whose arms fall through into the next one unless they exit "
+    "(C-style switch: Java, JavaScript, PHP)",
+    "arm": "one alternative of a branch or switch (then-block, elif body, case body)",
+    "default": "the alternative taken when no other is (else, default): the choice is exhaustive",
+    "try": "a try statement: any state reached inside its body may flow to its handlers",
+    "handler": "an exception handler of a try (except, catch, rescue): an alternative to the body's end",
+    "finally": "the part of a try that runs after the body and the handlers (finally, ensure)",
+    "exit": "return / raise / throw: the flow stops here (code after it is dead and sees the state "
+    "before the exit; dead states do not join)",
+    "break": "break: the flow goes to the end of the innermost loop or switch",
+    "continue": "continue / next: the flow goes back to the start of the innermost loop",
+    "target": "the written side of an assignment or loop header; evaluated after the next `value` "
+    "sibling, and every variable it writes is computed from the identifiers of that value",
+    "value": "the read side of an assignment (right-hand side, initializer, iterated collection)",
+    "write": "an identifier that an assignment writes although the locals resolve it as a reference "
+    "(Java/JavaScript/Go `x = 1` to a declared variable)",
+    "update": "an identifier that is read and written (`c += i`, `i++`): computed from its old value",
+}
+FLOW_KIND_ID: dict[str, int] = {k: i for i, k in enumerate(FLOW_KINDS)}
+
 # Identifier roles in a CodeView.
 ROLE_DEF, ROLE_REF, ROLE_FREE = 0, 1, 2
 ROLES = ("def", "ref", "free")
@@ -77,7 +112,9 @@ def allowed_captures(query_kind: str) -> frozenset[str]:
         return frozenset(scopes | defs | {"local.reference", "local.member"})
     if query_kind == "tags":
         return frozenset({f"definition.{k}" for k in DEFINITION_KINDS} | {"name", "doc"})
-    raise ValueError(f"unknown query kind {query_kind!r}; expected spans, locals or tags")
+    if query_kind == "flow":
+        return frozenset(f"flow.{k}" for k in FLOW_KINDS)
+    raise ValueError(f"unknown query kind {query_kind!r}; expected spans, locals, tags or flow")
 
 
 def check_capture(query_kind: str, name: str, where: str) -> None:

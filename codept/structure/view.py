@@ -15,6 +15,10 @@ This is the single, language-agnostic input of every code objective. Fields (T t
   functions  (F, 7) int32  kind (DEFINITION_KINDS), def start, def end, name start, name end,
                            doc start, doc end (-1, -1 without a doc); all token ranges
   errors     (E, 2) int32  token ranges of ERROR / MISSING regions
+  dataflow   (G, 3) int32  dst, src, kind: rows of ``idents`` joined by a dataflow edge
+                           (codept.structure.dataflow: kind 0 comesFrom = dst a use reached by the
+                           definition src; kind 1 computedFrom = dst a written variable computed
+                           from src); sorted, unique; no edge touches a dropped identifier
 
 Building one (:func:`build_view`):
   1. :func:`codept.structure.grammar.parse` -> byte-offset arrays (leaves, spans, locals, tags);
@@ -24,10 +28,12 @@ Building one (:func:`build_view`):
      binary search, O(chars) once per file);
   4. resolve names (codept.structure.resolve) on byte offsets, then convert; names are compared as
      integer ids (:func:`name_ids`: hashed byte rows, verified exactly);
-  5. drop spans and identifiers that overlap a syntax error.
+  5. drop spans and identifiers that overlap a syntax error;
+  6. dataflow edges (codept.structure.dataflow) on the byte-level identifiers, re-indexed to the
+     kept ones.
 A token range is the smallest run of tokens covering the node; a BPE token that straddles two nodes
 (``"):"``) belongs to both ranges. Cost: see benchmarks/bench_structure.py (last line: the ratio to
-tokenize-only). Not covered: dataflow edges and execution labels (later issues add fields here).
+tokenize-only). Not covered: execution labels (later issues add fields here).
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ import numpy as np
 import pyarrow as pa
 
 from codept.data.viewrows import TokenText, arrays_from_record, to_record, tokenize  # noqa: F401 (re-exported)
-from codept.structure import grammar, kinds, offsets, resolve
+from codept.structure import dataflow, grammar, kinds, offsets, resolve
 
 
 @dataclass(eq=False)
@@ -56,6 +62,7 @@ class CodeView(TokenText):
     names: list[str]
     functions: np.ndarray
     errors: np.ndarray
+    dataflow: np.ndarray
     stats: dict = field(default_factory=dict, compare=False)
 
     def __len__(self) -> int:
@@ -81,6 +88,7 @@ _ARRAYS = {
     "idents": (np.int32, 5),
     "functions": (np.int32, 7),
     "errors": (np.int32, 2),
+    "dataflow": (np.int32, 3),
 }
 
 ARROW_SCHEMA = pa.schema(
@@ -167,6 +175,14 @@ def name_ids(data: bytes, ranges: np.ndarray, max_len: int = 256) -> tuple[np.nd
     return out, first
 
 
+def _kept_edges(edges: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """Edges (E, 3) over all identifier rows -> over the kept rows only (both ends kept)."""
+    new = np.cumsum(keep) - 1
+    ok = keep[edges[:, 0]] & keep[edges[:, 1]]
+    out = edges[ok]
+    return np.column_stack([new[out[:, 0]], new[out[:, 1]], out[:, 2]])
+
+
 def build_view(path: str, lang: str, text: str, tokenizer, *, timeout_s: float | None = None,
                max_depth: int = 1500) -> CodeView:
     """Build the view of one decoded source file. Raises grammar.SkipFile for refused input."""
@@ -219,6 +235,8 @@ def build_view(path: str, lang: str, text: str, tokenizer, *, timeout_s: float |
     idents_b, binding_names = resolve_identifiers(parsed, data, g.scope_order)
     i0, i1 = to_tokens(idents_b)
     keep = (i1 > i0) & ~_overlaps_any(idents_b, errors)
+    stats: dict = {}
+    flow = _kept_edges(dataflow.edges(idents_b, parsed.flow, parsed.defs, stats), keep)
     idents_b, i0, i1 = idents_b[keep], i0[keep], i1[keep]
     # renumber kept bindings densely (ids are in order of first appearance, np.unique keeps it)
     kept, binding = np.unique(idents_b[:, 3], return_inverse=True)
@@ -255,5 +273,6 @@ def build_view(path: str, lang: str, text: str, tokenizer, *, timeout_s: float |
         names=list(name_index),
         functions=functions.astype(np.int32),
         errors=np.stack([err_t0, err_t1], axis=1).astype(np.int32).reshape(-1, 2),
-        stats={"bytes": len(data), "max_depth": parsed.max_depth, **parsed.timings},
+        dataflow=flow.astype(np.int32).reshape(-1, 3),
+        stats={"bytes": len(data), "max_depth": parsed.max_depth, **parsed.timings, **stats},
     )

@@ -1,0 +1,39 @@
+; Control flow and assignments for Python, read by codept/structure/dataflow.py.
+; Vocabulary: codept/structure/kinds.py FLOW_KINDS, grammars/README.md.
+
+; -- units: dataflow restarts inside; no edge crosses them ------------------------
+(function_definition) @flow.function
+(lambda) @flow.function
+
+; -- loops ---------------------------------------------------------------------
+(for_statement) @flow.loop
+(while_statement) @flow.loop
+; a comprehension runs its element once per iteration of its for clauses
+[(list_comprehension) (set_comprehension) (dictionary_comprehension) (generator_expression)] @flow.loop
+
+; -- branches ------------------------------------------------------------------
+(if_statement) @flow.branch
+(if_statement consequence: (_) @flow.arm)
+(elif_clause consequence: (_) @flow.arm)
+(if_statement alternative: (else_clause) @flow.default)
+(match_statement) @flow.branch
+(case_clause) @flow.arm
+
+; -- exceptions ----------------------------------------------------------------
+(try_statement) @flow.try
+(except_clause) @flow.handler
+(finally_clause) @flow.finally
+
+; -- exits ---------------------------------------------------------------------
+[(return_statement) (raise_statement)] @flow.exit
+(break_statement) @flow.break
+(continue_statement) @flow.continue
+
+; -- assignments: the target is evaluated after its value --------------------------
+(assignment left: (_) @flow.target right: (_) @flow.value)
+(augmented_assignment left: (_) @flow.target right: (_) @flow.value)
+(augmented_assignment left: (identifier) @flow.update)
+(named_expression name: (_) @flow.target value: (_) @flow.value)
+(for_statement left: (_) @flow.target right: (_) @flow.value)
+(for_in_clause left: (_) @flow.target right: (_) @flow.value)
+(with_item value: (as_pattern (_) @flow.value alias: (as_pattern_target) @flow.target))
