@@ -25,7 +25,9 @@ Algorithm of :func:`run_python` (one call = one sandbox):
      fd, ``CODEPT_RESULT_FD``), never parsed from the program's stdout.
   4. Wall clock: after ``timeout`` seconds the whole process group gets SIGKILL; killing bwrap tears
      down the pid namespace, so double-forked daemons die with it (``--die-with-parent``). As root,
-     a last sweep SIGKILLs any process still owned by the sandbox uid and reports it (``survivors``).
+     a last sweep SIGKILLs any process still owned by the sandbox uid (``swept``: the namespace's
+     teardown of a fork bomb takes ~0.4 s), waits for the kernel to reap them, and reports any left
+     (``survivors``). The reported duration includes this.
 Status: ok | error (non-zero exit) | signal (killed by a signal: segfault, SIGXFSZ, SIGXCPU, ...) |
 timeout (wall clock). Cost: ~50-90 ms of overhead per run (benchmarks/bench_exec.py). Not covered:
 memory cgroups (RLIMIT_AS bounds mappings, RLIMIT_FSIZE bounds files; page cache is not counted),
@@ -93,7 +95,8 @@ class Result:
     stdout_bytes: int  # bytes the program wrote (the text above is capped)
     stderr_bytes: int
     sandbox: str  # "bwrap" or "none" (unsafe_no_sandbox)
-    survivors: int = 0  # processes of the sandbox uid that were still alive after the kill
+    survivors: int = 0  # processes of the sandbox uid still alive after the kill and the sweep
+    swept: int = 0  # processes the sweep had to kill (namespace teardown not finished yet)
     side: bytes = field(default=b"", repr=False)  # the side channel (tracer results)
 
     def to_json(self) -> dict:
@@ -220,15 +223,30 @@ def _launch(args, limits: Limits, stdin, uid: int, sandboxed: bool) -> Result:
                                 stdout=out, stderr=err, pass_fds=[side.fileno()], env=env,
                                 start_new_session=True, cwd="/" if sandboxed else tempfile.gettempdir())
         status = _wait(proc, stdin, limits.timeout)
+        swept, survivors = _reap(uid) if sandboxed and os.geteuid() == 0 else (0, 0)
         duration = time.monotonic() - t0
-        survivors = _sweep(uid) if sandboxed and os.geteuid() == 0 else 0
-        code = proc.returncode
+        code, sig = _exit_of(proc.returncode, sandboxed)
         if status != "timeout":
-            status = "ok" if code == 0 else ("signal" if code < 0 else "error")
-        return Result(status, code if code is not None and code >= 0 else None,
-                      signal.Signals(-code).name if code is not None and code < 0 else None, duration,
+            status = "ok" if code == 0 else ("signal" if sig else "error")
+        return Result(status, code, sig, duration,
                       _head(out, limits.output_cap), _head(err, limits.output_cap), _size(out), _size(err),
-                      "bwrap" if sandboxed else "none", survivors, _read(side, limits.result_cap))
+                      "bwrap" if sandboxed else "none", survivors, swept, _read(side, limits.result_cap))
+
+
+def _exit_of(rc: int, sandboxed: bool) -> tuple[int | None, str | None]:
+    """(exit code, signal name): bwrap's PID 1 reports a child killed by signal N as exit 128 + N."""
+    if rc < 0:
+        return None, _signame(-rc)
+    if sandboxed and 128 < rc <= 128 + 64:
+        return None, _signame(rc - 128)
+    return rc, None
+
+
+def _signame(n: int) -> str:
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return f"SIG{n}"
 
 
 def _wait(proc: subprocess.Popen, stdin: bytes | None, timeout: float) -> str:
@@ -250,15 +268,21 @@ def _wait(proc: subprocess.Popen, stdin: bytes | None, timeout: float) -> str:
         return "timeout"
 
 
-def _sweep(uid: int) -> int:
-    """SIGKILL whatever the sandbox uid still runs (nothing should); the count is reported."""
-    pids = processes_of(uid)
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return len(pids)
+def _reap(uid: int, grace: float = 0.5) -> tuple[int, int]:
+    """(swept, survivors): after the kill, processes of the sandbox uid still alive get SIGKILL from
+    ``kill(-1)`` run AS that uid (one pass under the kernel's task-list lock: a fork bomb cannot
+    fork past it), then up to `grace` s for the kernel to reap them; survivors = those left."""
+    left = processes_of(uid)
+    if not left:
+        return 0, 0
+    swept = len(left)
+    subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "kill", "-9", "-1"],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"})
+    end = time.monotonic() + grace
+    while left and time.monotonic() < end:
+        time.sleep(0.005)
+        left = processes_of(uid)
+    return swept, len(left)
 
 
 def _size(f) -> int:
