@@ -198,7 +198,7 @@ def po_hand(text: str) -> Counter:
 
 
 def po_polib(text: str) -> Counter:
-    po = readers._po_catalog(text, "<bench>")
+    po = readers._po_catalog(text)
     return Counter((e.msgid, e.msgstr or e.msgstr_plural.get(0, "")) for e in po
                    if e.msgid and not e.obsolete and not e.fuzzy)
 
@@ -219,7 +219,7 @@ def bench_po(limit: int | None):
             ref = mo_reference(mo)
         except (OSError, UnicodeError, LookupError):  # a catalog gettext itself cannot read: no reference
             continue
-        text = po.read_text(encoding="utf-8", errors="strict")
+        text = readers._decode_po(str(po), po.read_bytes())  # msgunfmt writes the catalog's charset
         nbytes += len(text.encode())
         n_ref += sum(ref.values())
         for k, fn in fns.items():

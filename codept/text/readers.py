@@ -330,24 +330,13 @@ _rst_state = None
 
 
 def _docutils():
-    """(parser, settings, directive classes), built once. Unknown (Sphinx) roles render their text; see
-    :func:`_register_directives` for directives. Reports are silenced and nothing halts the parse."""
+    """(settings, directive classes), built once: reports silenced, nothing halts the parse; see
+    :func:`_register_directives` for the directives and :func:`_rst_parser` for the roles."""
     global _rst_state
     if _rst_state is not None:
         return _rst_state
     from docutils import frontend, nodes
-    from docutils.parsers.rst import Directive, Parser, directives, roles, states
-    from docutils.utils import unescape
-
-    inliner = states.Inliner()  # (a subclass breaks: its regexes are formatted from vars(type(self)))
-    known = inliner.interpreted
-
-    def interpreted(rawsource, text, role, lineno):
-        if roles.role(role, inliner.language, lineno, inliner.reporter)[0] is not None:
-            return known(rawsource, text, role, lineno)
-        return [nodes.Text(_rst_role_text(unescape(text)))], []
-
-    inliner.interpreted = interpreted
+    from docutils.parsers.rst import Directive, Parser, directives
 
     class AnyOptions(dict):  # a Sphinx directive's options are not known here: accept (and drop) any
         def __missing__(self, key):
@@ -361,7 +350,7 @@ def _docutils():
         def run(self):
             node = nodes.container()
             if self.name in _RST_VERSION and len(self.arguments) > 1:  # ".. versionchanged:: 3.2 Text."
-                inline, messages = self.state.inline_text(" ".join(self.arguments[1:]), self.lineno)
+                inline, _ = self.state.inline_text(" ".join(self.arguments[1:]), self.lineno)
                 node += nodes.paragraph("", "", *inline)
             self.state.nested_parse(self.content, self.content_offset, node)
             return [node]
@@ -370,14 +359,33 @@ def _docutils():
         def run(self):
             return []
 
-    parser = Parser(inliner=inliner)
     settings = frontend.get_default_settings(Parser)
     for k, v in dict(report_level=5, halt_level=5, warning_stream=io.StringIO(), file_insertion_enabled=False,
                      raw_enabled=False, smart_quotes=False, syntax_highlight="none", doctitle_xform=False,
                      sectsubtitle_xform=False, _disable_config=True, tab_width=8, traceback=True).items():
         setattr(settings, k, v)
-    _rst_state = parser, settings, Text, Drop
+    _rst_state = settings, Text, Drop
     return _rst_state
+
+
+def _rst_parser():
+    """A new docutils parser whose inliner renders unknown (Sphinx) roles as their text. New per document:
+    an Inliner appends to its dispatch list on every parse (reused, parsing slowed 10x over 150 files)."""
+    from docutils import nodes
+    from docutils.parsers.rst import Parser, roles, states
+    from docutils.utils import unescape
+
+    inliner = states.Inliner()  # (not a subclass: its regexes are formatted from vars(type(self)))
+    known = inliner.interpreted
+
+    def interpreted(rawsource, text, role, lineno):
+        if roles.role(role, inliner.language, lineno, inliner.reporter)[0] is not None:
+            return known(rawsource, text, role, lineno)
+        return [nodes.Text(_rst_role_text(unescape(text)))], []
+
+    inliner.interpreted = interpreted
+
+    return Parser(inliner=inliner)
 
 
 def _register_directives(text: str, text_cls, drop_cls) -> None:
@@ -438,9 +446,9 @@ def rst_to_text(text: str) -> str:
     footnotes, substitution definitions and markup errors dropped."""
     from docutils.core import publish_doctree
 
-    parser, settings, text_cls, drop_cls = _docutils()
+    settings, text_cls, drop_cls = _docutils()
     _register_directives(text, text_cls, drop_cls)
-    doc = publish_doctree(text, parser=parser, settings=copy.copy(settings))
+    doc = publish_doctree(text, parser=_rst_parser(), settings=copy.copy(settings))
     return _join(p.split("\n") for p in _rst_paragraphs(doc))
 
 
@@ -704,7 +712,7 @@ def _read_mo(path: str, pair_langs, max_bytes: int, min_src_words: int) -> Itera
 # .po: polib ------------------------------------------------------------------------------------
 
 
-def _po_catalog(text: str, path: str):
+def _po_catalog(text: str):
     """The polib catalog of decoded .po text; a syntax error is a SkipFile naming the line."""
     import polib
 
@@ -716,7 +724,7 @@ def _po_catalog(text: str, path: str):
 
 def _read_po(path: str, pair_langs, max_bytes: int, min_src_words: int) -> Iterator[Item]:
     text = _decode_po(path, _po_bytes(path, max_bytes))
-    po = _po_catalog(text.replace("\r\n", "\n"), path)
+    po = _po_catalog(text.replace("\r\n", "\n"))
     langs = catalog_langs(path, po.metadata.get("Language"), pair_langs)
     if langs is None:
         raise SkipFile("unknown_pair_langs", "no Language header, locale directory, locale file name or pair_langs")
