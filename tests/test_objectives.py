@@ -21,7 +21,7 @@ def test_registry_is_explicit_and_checked(byte_tok):
     assert {"mlm", "syntax_span", "code_doc"} <= set(OBJECTIVES)
     assert set(HEADS_OF) == set(OBJECTIVES)  # every objective says which heads it trains
     assert set(VIEWS_OF) == set(OBJECTIVES)  # ... and which view kinds it reads
-    assert all(ks and set(ks) <= {"code", "text", "pair"} for ks in VIEWS_OF.values()), VIEWS_OF
+    assert all(ks and set(ks) <= {"code", "text", "pair", "trace"} for ks in VIEWS_OF.values()), VIEWS_OF  # trace: codept.exec.views
     assert all(hs and set(hs) <= set(HEADS) for hs in HEADS_OF.values()), HEADS_OF
     vocab = Vocab.from_tokenizer(byte_tok)
     for name in OBJECTIVES:

@@ -389,6 +389,8 @@ HEADS = {
     "glm": partial(LMHead, label="glm", causal=False),  # GLM part B: labels already shifted
     "plm": lambda model, **kw: _regimes().QueryLMHead(model, **{"label": "plm", **kw}),  # XLNet query stream
     "gen": lambda model, **kw: _regimes().Generator(model, **{"label": "gen", **kw}),  # ELECTRA generator
+    "exec_lines": partial(TokenClassifier, label="exec_lines", n_classes=5),  # codept.exec.views.N_BUCKETS
+    "exec_values": partial(LMHead, label="exec_values", causal=False),  # masked trace values
 }
 
 

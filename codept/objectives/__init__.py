@@ -14,6 +14,7 @@ from __future__ import annotations
 from codept.objectives import ar, electra, glm, plm, unilm  # issue 15: the regimes
 from codept.objectives import code_doc, mlm, nsp, sop, syntax_span, tlm
 from codept.objectives import phrase, span, t5_span, wwm
+from codept.objectives import exec_lines, exec_values  # issue 17: execution traces
 
 OBJECTIVES = {
     "mlm": (mlm.build, mlm.Config),
@@ -31,6 +32,9 @@ OBJECTIVES = {
     "phrase": (phrase.build, phrase.Config),
     "span": (span.build, span.Config),
     "t5_span": (t5_span.build, t5_span.Config),
+    "exec_lines": (exec_lines.build, exec_lines.Config),
+    "exec_values": (exec_values.build, exec_values.Config),
+    "exec_trace": (exec_values.build_trace, exec_values.TraceConfig),
 }
 
 # objective -> the heads (codept.model.heads.HEADS names) its labels train. code_doc's optional MLM
@@ -51,6 +55,9 @@ HEADS_OF = {
     "phrase": ("mlm",),
     "span": ("mlm", "sbo"),  # SpanBERT: MLM on the spans + the span-boundary objective
     "t5_span": ("lm",),  # the targets after the corrupted input, causal
+    "exec_lines": ("exec_lines",),  # line execution-count buckets (codept.exec.views)
+    "exec_values": ("exec_values",),  # masked values of the serialized trace
+    "exec_trace": ("lm",),  # trace generation after the code (prefix-LM)
 }
 
 
@@ -72,6 +79,9 @@ VIEWS_OF = {
     "phrase": ("text",),
     "span": ("code", "text"),
     "t5_span": ("code", "text"),
+    "exec_lines": ("trace",),  # codept.exec.views.TraceView (the output of `codept trace`)
+    "exec_values": ("trace",),
+    "exec_trace": ("trace",),
 }
 
 # objective -> default loss weights of its heads (a ``loss.<head>`` setting overrides them):

@@ -1,0 +1,36 @@
+"""``exec_lines``: predict how often each line of a unit ran (an encoder objective on trace views).
+
+Reads a codept.exec.views.TraceView: the code's tokens and, at the first token of every statement
+line, the bucket of that line's execution count recorded offline in the sandbox (never / once /
+2-4 / 5-16 / 17+; codept.exec.views.BUCKETS). The code is not corrupted: the model sees the whole
+unit (prefix all True) and classifies the labelled tokens (head ``exec_lines``, a TokenClassifier
+with N_BUCKETS classes). Optionally the doctest calls are NOT shown: the model must infer which
+branches the unit's own examples take from the code alone (the docstring holds them).
+Cost: O(T) per document (a copy). Not covered: per-token labels inside a line (one label per
+line, on its first token), inputs given separately from the docstring.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from codept.data.example import Example
+from codept.objectives import render
+
+
+@dataclass(frozen=True)
+class Config:
+    min_labels: int = 1  # documents with fewer labelled lines give no example
+
+
+def build(vocab: render.Vocab, cfg: Config = Config()):
+    def exec_lines(view, rng: np.random.Generator, ctx=None) -> Example | None:
+        labels = np.asarray(view.line_labels, dtype=np.int32)
+        if int((labels >= 0).sum()) < cfg.min_labels:
+            return None
+        ids = np.asarray(view.input_ids)
+        return Example(ids.copy(), np.ones(len(ids), dtype=bool), labels={"exec_lines": labels.copy()})
+
+    return exec_lines
