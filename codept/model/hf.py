@@ -93,11 +93,11 @@ def codept_name(name: str) -> str:
     return inv[_LAYER.sub(".{i}.", name, count=1)].format(i=m.group(1)) if m else inv[name]
 
 
-def bert_config(cfg: ModelConfig, architecture: str = "BertModel"):
-    """The transformers.BertConfig describing `cfg`."""
+def bert_config(cfg: ModelConfig, architecture: str = "BertModel", decoder: bool = False):
+    """The transformers.BertConfig describing `cfg` (``decoder``: causal self-attention, is_decoder)."""
     from transformers import BertConfig
 
-    return BertConfig(
+    return BertConfig(is_decoder=decoder, add_cross_attention=False,
         vocab_size=cfg.vocab_size, hidden_size=cfg.hidden, num_hidden_layers=cfg.layers,
         num_attention_heads=cfg.heads, intermediate_size=cfg.intermediate, hidden_act="gelu",
         hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.attention_dropout,
@@ -118,8 +118,16 @@ def refuse_unexportable(cfg: ModelConfig) -> None:
                          "has none: not exported")
 
 
-def export(model: Transformer, tokenizer_dir: str | Path, out_dir: str | Path, mlm_head=None) -> Path:
-    """Write a folder that transformers.AutoModel / AutoTokenizer load (see module docstring)."""
+def export(model: Transformer, tokenizer_dir: str | Path, out_dir: str | Path, mlm_head=None, lm_head=None) -> Path:
+    """Write a folder that transformers.AutoModel / AutoTokenizer load (see module docstring).
+    ``lm_head``: a causal codept LMHead (``causal=True``): the folder is then a decoder,
+    ``BertLMHeadModel`` with ``is_decoder=True`` (causal self-attention, KV cache), whose
+    ``generate()`` continues text as the codept model does (codept.model.regimes.greedy)."""
+    if lm_head is not None:
+        if mlm_head is not None or not getattr(lm_head, "causal", False):
+            raise ValueError("lm_head must be a causal LMHead (causal=True) and excludes mlm_head: a folder is "
+                             "an encoder with an MLM head or a decoder with a causal LM head")
+        mlm_head = lm_head  # the same parameters (transform + tied decoder + bias): BERT's cls.predictions
     from safetensors.torch import save_file
     from tokenizers import Tokenizer
 
@@ -138,7 +146,8 @@ def export(model: Transformer, tokenizer_dir: str | Path, out_dir: str | Path, m
         head = mlm_head.state_dict()
         state.update({bert: head[ours].detach().to("cpu", torch.float32).contiguous().clone()
                       for ours, (bert, _) in MLM_HEAD_NAMES.items()})
-    bert_config(model.config, "BertForMaskedLM" if mlm_head is not None else "BertModel").save_pretrained(out)
+    arch = "BertLMHeadModel" if lm_head is not None else "BertForMaskedLM" if mlm_head is not None else "BertModel"
+    bert_config(model.config, arch, decoder=lm_head is not None).save_pretrained(out)
     save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
     for f in tok_files:
         shutil.copyfile(f, out / f.name)
