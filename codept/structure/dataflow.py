@@ -288,19 +288,20 @@ class _Interpreter:
         outs: list = []
         prev = None
         exhaustive = False
+        plain: list = []  # ordinary children (conditions) waiting to run, in order
         for c in kids:
-            if isinstance(c, list) and c[0] in (_ARM, _DEFAULT):
-                exhaustive |= c[0] == _DEFAULT
-                start = _join([st, prev]) if kind == _FALL and prev is not None else dict(st)
-                end = self.run(c[1], start)
-                if kind == _FALL:
-                    prev = end
-                else:
-                    outs.append(end)
-            elif isinstance(c, int):
-                self.ident(c, st)
+            if not (isinstance(c, list) and c[0] in (_ARM, _DEFAULT)):
+                plain.append(c)
+                continue
+            st, plain = self.run(plain, st), []
+            exhaustive |= c[0] == _DEFAULT
+            start = _join([st, prev]) if kind == _FALL and prev is not None else dict(st)
+            end = self.run(c[1], start)
+            if kind == _FALL:
+                prev = end
             else:
-                st = self.node(c, st)
+                outs.append(end)
+        st = self.run(plain, st)
         if kind != _BRANCH:
             self.jumps.pop()
         if prev is not None:
@@ -312,21 +313,22 @@ class _Interpreter:
         self.tries.append(acc)
         in_body = True
         outs: list = []
+        plain: list = []
         for c in kids:
             kind = c[0] if isinstance(c, list) else None
-            if kind in (_HANDLER, _FINALLY) and in_body:
+            if kind not in (_HANDLER, _FINALLY):
+                plain.append(c)
+                continue
+            st, plain = self.run(plain, st), []
+            if in_body:
                 self.tries.pop()
                 in_body = False
             if kind == _HANDLER:
                 outs.append(self.run(c[1], dict(acc)))
-            elif kind == _FINALLY:
-                st = _join([st, *outs])
-                outs = []
-                st = self.run(c[1], st)
-            elif isinstance(c, int):
-                self.ident(c, st)
             else:
-                st = self.node(c, st)
+                st = self.run(c[1], _join([st, *outs]))
+                outs = []
+        st = self.run(plain, st)
         if in_body:
             self.tries.pop()
         return _join([st, *outs])

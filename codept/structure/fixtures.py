@@ -22,6 +22,13 @@ comment marker starts and checks the start only (for column 0 and 1). Assertions
                                 an identifier exactly here with that role; all identifiers labelled L
                                 in one file share one binding, different labels differ
   ``!ident``                    no identifier here (attribute names, keyword arguments)
+  ``df: N [<- A B ...] [<= C D ...]``
+                                dataflow (codept.structure.dataflow): names this identifier
+                                occurrence N; the definitions that reach it are exactly the
+                                occurrences A B (comesFrom), the identifiers its new value is computed
+                                from exactly C D (computedFrom); none listed = none. In a file with
+                                any ``df:`` annotation every edge must join two named occurrences,
+                                so the file states its whole edge set
   ``@definition.KIND [doc: TEXT | nodoc]``
                                 a definition of KIND whose name is exactly here; its doc contains
                                 TEXT, or it has none
@@ -38,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-from codept.structure import grammar, kinds, offsets
+from codept.structure import dataflow, grammar, kinds, offsets
 from codept.structure.view import resolve_identifiers
 
 
@@ -110,6 +117,11 @@ def check_fixture(path: str | Path, lang: str) -> FixtureResult:
         doc = "".join(data[a:b].decode() for a, b in t.doc)
         tags[(ns, ne)] = tags[ns] = (kinds.DEFINITION_KINDS[t.kind], doc, bool(t.doc))
 
+    flow_edges = dataflow.edges(idents, parsed.flow, parsed.defs)
+    ident_row = {k: i for i, k in enumerate(ident_at)}  # ident_at keeps the order of `idents`
+    ident_row_start = {k[0]: i for k, i in ident_row.items()}
+    df_names: dict[str, int] = {}  # occurrence name -> ident row
+    df_claims: list[tuple[str, int, str, list[str], list[str]]] = []
     labels: dict[str, int] = {}
     binding_label: dict[int, str] = {}
     asserted: dict[str, int] = {}
@@ -155,6 +167,19 @@ def check_fixture(path: str | Path, lang: str) -> FixtureResult:
             labels.setdefault(label, b)
             binding_label.setdefault(b, label)
             continue
+        m = re.fullmatch(r"df:\s*(\S+)\s*(?:<-\s*([^<=]*?))?\s*(?:<=\s*(.*))?", a.text)
+        if m:
+            name, comes, computed = m.groups()
+            row = ident_row.get((lo, hi)) if hi is not None else ident_row_start.get(lo)
+            asserted["df"] = asserted.get("df", 0) + 1
+            if row is None:
+                failures.append(f"{where}: expected an identifier (df: {name}) at {got}")
+            elif name in df_names:
+                failures.append(f"{where}: occurrence name {name} used twice")
+            else:
+                df_names[name] = row
+                df_claims.append((where, row, name, (comes or "").split(), (computed or "").split()))
+            continue
         if a.text == "!ident":
             hit = ident_start.get(lo) if hi is None else ident_at.get((lo, hi))
             if hit is not None:
@@ -179,7 +204,32 @@ def check_fixture(path: str | Path, lang: str) -> FixtureResult:
                     failures.append(f"{where}: doc of {got} is {doc[:60]!r}, expected it to contain {doctext!r}")
             continue
         failures.append(f"{where}: cannot read annotation {a.text!r}")
+    if df_names:
+        failures += _check_dataflow(flow_edges, df_names, df_claims)
     return FixtureResult(str(path), len(anns), failures, asserted)
+
+
+def _check_dataflow(edges: np.ndarray, names: dict[str, int], claims: list) -> list[str]:
+    """Each named occurrence's incoming edges of each kind are exactly the claimed ones, and every
+    edge joins two named occurrences."""
+    failures = []
+    label = {row: nm for nm, row in names.items()}
+    incoming: dict[tuple[int, int], set[str]] = {}
+    for dst, src, kind in edges.tolist():
+        if dst not in label or src not in label:
+            failures.append(f"edge {label.get(dst, f'row {dst}')} <- {label.get(src, f'row {src}')} "
+                            f"({dataflow.EDGE_KINDS[kind]}) joins an unnamed occurrence")
+            continue
+        incoming.setdefault((dst, kind), set()).add(label[src])
+    for where, row, name, comes, computed in claims:
+        for kind, want in ((dataflow.COMES_FROM, comes), (dataflow.COMPUTED_FROM, computed)):
+            unknown = [w for w in want if w not in names]
+            if unknown:
+                failures.append(f"{where}: {name}: unknown occurrence names {unknown}")
+            got = incoming.get((row, kind), set())
+            if got != set(want):
+                failures.append(f"{where}: {name} {dataflow.EDGE_KINDS[kind]} {sorted(got)}, expected {sorted(want)}")
+    return failures
 
 
 def kinds_name(k: int) -> str:
