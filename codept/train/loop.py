@@ -261,12 +261,26 @@ def _forward(engine, batch):
     return engine(batch)
 
 
+def set_horizon(stream, rows_per_rank: int) -> int:
+    """Give the stream's Mixture a horizon (its rank-local mixture steps of the whole run), so that
+    ``ctx.progress`` moves from 0 to 1 over the run (schedules: scheduled sampling, a falling [MASK]
+    share); without one every objective saw progress 0. Estimated as ``rows_per_rank`` x the
+    documents per row of buffer 0 packed at progress 0: a pure function of the data and settings, so
+    a resumed run computes the same horizon. A horizon already set is kept. Returns it."""
+    m = stream.mixture
+    if not m.horizon and rows_per_rank > 0:
+        rows = len(stream.rows_of_buffer(0))
+        m.horizon = max(1, round(rows_per_rank * stream.buffer / max(rows, 1)))
+    return m.horizon
+
+
 def train(engine, stream, run: RunConfig, *, start: int, heads: list[str], weights: dict, log: "Log",
           hooks: list[tuple[int, Callable[[int], None]]], client_state: Callable[[], dict]) -> int:
     """Optimizer steps ``start .. run.steps``; returns the tokens this rank trained on. ``hooks``:
     (every, fn(step)) run after steps that are multiples of ``every`` (> 0), except the last (the
     recipe evaluates at the end itself). Checkpoints every ``run.save_every`` steps and at the end."""
     k = engine.gradient_accumulation_steps()
+    set_horizon(stream, run.steps * k * run.micro_batch_rows)
     tokens = 0
     for step in range(start, run.steps):
         micro = [collate([next(stream) for _ in range(run.micro_batch_rows)]) for _ in range(k)]
