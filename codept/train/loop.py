@@ -267,7 +267,9 @@ def set_horizon(stream, rows_per_rank: int) -> int:
     share); without one every objective saw progress 0. Estimated as ``rows_per_rank`` x the
     documents per row of buffer 0 packed at progress 0: a pure function of the data and settings, so
     a resumed run computes the same horizon. A horizon already set is kept. Returns it."""
-    m = stream.mixture
+    m = getattr(stream, "mixture", None)
+    if m is None:  # not a PackedStream over a Mixture: nothing to set
+        return 0
     if not m.horizon and rows_per_rank > 0:
         rows = len(stream.rows_of_buffer(0))
         m.horizon = max(1, round(rows_per_rank * stream.buffer / max(rows, 1)))
