@@ -13,6 +13,22 @@ What it measures, per format, on the same files, interleaved file by file (CPU t
 5. .po: the .mo catalogs of this machine turned into .po by ``msgunfmt`` (GNU gettext, an independent
    tool), parsed by both; entries compared with the stdlib ``gettext`` reading of the .mo (the reference).
 
+Measured 2026-12-01 (2 shared cores, nice'd; docutils 0.19, markdown-it-py 4.3.0, polib 1.2.0):
+
+| format (corpus)                 | reader         | MB/CPU s | words kept (recall) | words not in ref | markup left (ref) |
+|---------------------------------|----------------|---------:|--------------------:|-----------------:|------------------:|
+| reST (496 Python docs, 11.0 MB) | hand-written   |    11.87 |              97.29% |            0.54% |        344 (261)  |
+|                                 | docutils       |     0.83 |              97.75% |            0.19% |        273 (261)  |
+| Markdown (64 Node docs, 3.5 MB) | hand-written   |    11.16 |              99.49% |            1.61% |         74 (46)   |
+|                                 | markdown-it-py |     3.51 |              99.81% |            0.06% |         47 (46)   |
+| .po (400 catalogs, 21.2 MB)     | hand-written   |    32.01 | 192678/192678 entries equal to the .mo            |
+|                                 | polib          |     8.51 | 192675/192678 (one bash message, 3 catalogs: `\a` left undecoded) |
+
+No failures and no empty outputs for any reader. Both .po readers also return 315 <inttypes.h>
+system-dependent messages (``%<PRIdMAX>``) that the stdlib's .mo reading does not expose (not counted as
+wrong above). Regex counts are noisy for C-like prose (``char *p`` looks like ``*em*``): compare each
+reader's count with the reference's count of the same pattern, not with zero.
+
 Inputs (Debian): ``apt-get download python3.11-doc && dpkg-deb -x python3.11-doc_*.deb /tmp/pydoc``;
 ``/usr/share/doc/nodejs/api`` (package nodejs-doc); ``/usr/share/locale/*/LC_MESSAGES/*.mo`` + msgunfmt.
 Usage: ``python benchmarks/bench_readers.py [--limit N] [--po-limit N]``. Prints a table.
@@ -53,7 +69,7 @@ MARKUP = {
     "backtick": re.compile(r"`"),
     "[x](y)": re.compile(r"\[[^\]\n]+\]\([^)\s]*\)"),
     "html tag": re.compile(r"</?(?:a|b|br|code|div|em|i|img|li|p|pre|span|strong|sup|table|td|tr|ul)\b[^<>]*>"),
-    "|subst|": re.compile(r"(?<!\|)\|[\w-]+\|(?!\|)"),
+    "|subst|": re.compile(r"(?<![^\s(])\|[\w-]+\|(?![^\s.,;:)])"),  # not a type union {a|b|c}
     ">>>": re.compile(r">>>"),
     "# heading": re.compile(r"(?m)^#{1,6} "),
 }

@@ -49,8 +49,8 @@ they replaced (kept in benchmarks/baseline_readers.py) on the Python docs (reST 
 Node's API docs (Markdown vs Node's HTML): the parsers keep more of the reference's words, leave less
 markup, and read constructs the regexes missed (numbers in that script's docstring). :func:`fingerprint` names the
 parser versions for cache keys.
-Cost: linear in the input; man pages ~50-100 ms each (groff); docutils ~0.4 MB/s, markdown-it-py
-~2.7 MB/s, polib ~13 MB/s on one core (the hand-written readers were 4-30x faster and less clean).
+Cost: linear in the input; man pages ~50-100 ms each (groff); on one core docutils ~0.8 MB/s,
+markdown-it-py ~3 MB/s, polib ~8.5 MB/s (the hand-written readers were 3-14x faster and less clean).
 Not covered: HTML, PDF, DocBook, texinfo; MyST/Sphinx extensions beyond the generic role/directive
 handling (a directive's arguments are dropped, its generated text such as "New in version 3.2" is not
 produced); text inside Markdown HTML blocks; table cells; dedup and redaction (codept.data handles them).
