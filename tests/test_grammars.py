@@ -53,6 +53,14 @@ def test_unknown_capture_is_rejected(tmp_path, monkeypatch):
         grammar.load_grammar.__wrapped__("python")
 
 
+def test_unknown_flow_capture_is_rejected(tmp_path, monkeypatch):
+    dst = _copy_python(tmp_path, monkeypatch)
+    with open(dst / "flow.scm", "a") as f:
+        f.write("\n(while_statement) @flow.loops\n")  # typo
+    with pytest.raises(ValueError, match=r"unknown capture @flow\.loops; flow.scm allows"):
+        grammar.load_grammar.__wrapped__("python")
+
+
 def test_capture_of_another_file_is_rejected(tmp_path, monkeypatch):
     dst = _copy_python(tmp_path, monkeypatch)
     with open(dst / "tags.scm", "a") as f:
@@ -111,7 +119,7 @@ def test_fixtures_cover_the_vocabulary(lang):
     assert unsupported <= set(kinds.SPAN_KINDS)
     missing = {f"span.{k}" for k in kinds.SPAN_KINDS if k not in unsupported} - asserted
     assert not missing, f"{lang}: fixtures never assert {sorted(missing)}"
-    for need in ("def", "ref", "free", "doc"):
+    for need in ("def", "ref", "free", "doc", "df"):
         assert need in asserted, f"{lang}: fixtures never assert {need}"
     assert any(a.startswith("definition.") for a in asserted)
 

@@ -27,6 +27,13 @@
 (assignment left: (tuple_pattern (identifier) @local.definition.var))
 (assignment left: (list_pattern (identifier) @local.definition.var))
 (pattern_list (list_splat_pattern (identifier) @local.definition.var))
+; nested targets: `for i, (a, b) in ...`, `(a, [b, c]) = ...`
+[(tuple_pattern (tuple_pattern (identifier) @local.definition.var))
+ (tuple_pattern (list_pattern (identifier) @local.definition.var))
+ (list_pattern (tuple_pattern (identifier) @local.definition.var))
+ (list_pattern (list_pattern (identifier) @local.definition.var))
+ (pattern_list (tuple_pattern (identifier) @local.definition.var))
+ (pattern_list (list_pattern (identifier) @local.definition.var))]
 ; `c += i` defines c again AND reads it: both captures, one binding
 (augmented_assignment left: (identifier) @local.definition.var)
 (named_expression name: (identifier) @local.definition.var)
