@@ -311,3 +311,34 @@ def test_causal_export_generates_codepts_greedy_tokens(vocab, views, tmp_path):
     assert AutoModel.from_pretrained(tmp_path).config.is_decoder
     with pytest.raises(ValueError, match="causal LMHead"):
         export(net.model, default_tokenizer_dir(), tmp_path / "x", lm_head=build_head("mlm", net.model))
+
+
+def test_electra_exports_discriminator_and_generator(vocab, views, tmp_path):
+    """The discriminator as a BERT encoder (AutoModel), the generator as ElectraForMaskedLM, both
+    with the codept model's outputs."""
+    from transformers import AutoModel, AutoModelForMaskedLM
+
+    from codept.model.hf import export, export_generator
+    from codept.tokenizer import default_tokenizer_dir
+
+    net = pretrainer("electra", vocab, hidden=64, heads=4, intermediate=128)
+    b = batch_of("electra", vocab, views)
+    opt = torch.optim.AdamW(net.parameters(), lr=3e-3)
+    for _ in range(3):  # trained weights, not the init
+        out = net(b)
+        opt.zero_grad()
+        sum(loss / n for loss, n in out.values()).backward()
+        opt.step()
+    net.eval()
+    export(net.model, default_tokenizer_dir(), tmp_path / "disc")
+    export_generator(net.model, net.heads["gen"], default_tokenizer_dir(), tmp_path / "gen")
+    ids = torch.from_numpy(views[0].input_ids[:40]).long()[None]
+    one = {"input_ids": ids, "segment_ids": torch.ones_like(ids), "positions": torch.arange(40)[None],
+           "prefix": torch.ones_like(ids, dtype=torch.bool)}
+    with torch.no_grad():
+        disc = AutoModel.from_pretrained(tmp_path / "disc").eval()(ids).last_hidden_state
+        gen = AutoModelForMaskedLM.from_pretrained(tmp_path / "gen").eval()
+        assert type(gen).__name__ == "ElectraForMaskedLM"
+        assert torch.allclose(disc, net.model.encode(one), atol=1e-5)
+        ours = net.heads["gen"].logits(net.heads["gen"].hidden(net.model, one))
+        assert torch.allclose(gen(ids).logits, ours, atol=1e-4)

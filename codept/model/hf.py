@@ -154,6 +154,46 @@ def export(model: Transformer, tokenizer_dir: str | Path, out_dir: str | Path, m
     return out
 
 
+def export_generator(model: Transformer, generator, tokenizer_dir: str | Path, out_dir: str | Path) -> Path:
+    """ELECTRA's generator (codept.model.regimes.Generator, head "gen") as a transformers
+    ``ElectraForMaskedLM`` folder: the discriminator's embeddings (shared, width C) become its
+    ``embedding_size``, the projection ``embeddings_project``, the blocks its encoder (BERT names),
+    the head ``generator_predictions`` (dense -> GELU -> LayerNorm) and ``generator_lm_head``
+    (tied to the word embeddings). AutoModelForMaskedLM then gives the generator's logits."""
+    from safetensors.torch import save_file
+    from transformers import ElectraConfig
+
+    refuse_unexportable(model.config)
+    tokenizer_dir, out = Path(tokenizer_dir), Path(out_dir)
+    cfg, g = model.config, generator.config
+    f32 = lambda t: t.detach().to("cpu", torch.float32).contiguous().clone()  # noqa: E731
+    state = {f"electra.{hf_name('embed.' + k)}": f32(v) for k, v in model.embed.state_dict().items()}
+    for k, v in generator.blocks.state_dict().items():  # "0.attn.q.weight" -> encoder.layer.0...
+        state[f"electra.{hf_name('blocks.' + k)}"] = f32(v)
+    state.update({"electra.embeddings_project.weight": f32(generator.project.weight),
+                  "electra.embeddings_project.bias": f32(generator.project.bias),
+                  "generator_predictions.dense.weight": f32(generator.dense.weight),
+                  "generator_predictions.dense.bias": f32(generator.dense.bias),
+                  "generator_predictions.LayerNorm.weight": f32(generator.norm.weight),
+                  "generator_predictions.LayerNorm.bias": f32(generator.norm.bias),
+                  "generator_lm_head.weight": f32(generator.decoder_weight),
+                  "generator_lm_head.bias": f32(generator.bias)})
+    out.mkdir(parents=True, exist_ok=True)
+    ElectraConfig(
+        vocab_size=cfg.vocab_size, embedding_size=cfg.hidden, hidden_size=g.hidden, num_hidden_layers=g.layers,
+        num_attention_heads=g.heads, intermediate_size=g.intermediate, hidden_act="gelu",
+        hidden_dropout_prob=g.dropout, attention_probs_dropout_prob=g.attention_dropout,
+        max_position_embeddings=cfg.max_positions, type_vocab_size=cfg.type_vocab_size,
+        initializer_range=cfg.init_std, layer_norm_eps=cfg.layer_norm_eps, pad_token_id=cfg.pad_id,
+        position_embedding_type="absolute", architectures=["ElectraForMaskedLM"], tie_word_embeddings=True,
+    ).save_pretrained(out)
+    save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
+    for f in TOKENIZER_FILES:
+        if (tokenizer_dir / f).is_file():
+            shutil.copyfile(tokenizer_dir / f, out / f)
+    return out
+
+
 def _read_weights(hf_dir: Path) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
