@@ -37,18 +37,24 @@ def _port() -> int:
 
 
 def run_one(mixture: str, out: Path, args, extra: list[str]) -> dict:
+    items = [f"data.mixture={mixture}", f"steps={args.steps}", "probe.every=0", *extra]
+    if args.init_from:
+        items += ["--init-from", args.init_from]
+    return run_in("recipes/pretrain_code.py", mixture, out, args.ranks, items)
+
+
+def run_in(script: str, label: str, out: Path, ranks: int, items: list[str]) -> dict:
+    """One launch of `script` with ``out_dir=out`` and `items`; its summary.json (cached: a run whose
+    summary exists is not repeated). Also used by recipes/ablate_text.py."""
     summary = out / "summary.json"
     if summary.is_file():
         return json.loads(summary.read_text())
     port = _port()
     exe = Path(sys.executable).with_name("deepspeed")
     launcher = [str(exe)] if exe.exists() else [sys.executable, "-m", "deepspeed.launcher.runner"]
-    cmd = [*launcher, "--num_gpus", str(args.ranks), "--master_port", str(port), "recipes/pretrain_code.py",
-           f"data.mixture={mixture}", f"out_dir={out}", f"steps={args.steps}", "probe.every=0", *extra]
-    if args.init_from:
-        cmd += ["--init-from", args.init_from]
+    cmd = [*launcher, "--num_gpus", str(ranks), "--master_port", str(port), script, f"out_dir={out}", *items]
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "TOKENIZERS_PARALLELISM": "false"}
-    print(f"[ablate] {mixture}: {' '.join(cmd[3:])}", flush=True)
+    print(f"[ablate] {label}: {' '.join(cmd[3:])}", flush=True)
     out.mkdir(parents=True, exist_ok=True)
     try:
         with open(out / "run.log", "w") as log:
@@ -57,7 +63,7 @@ def run_one(mixture: str, out: Path, args, extra: list[str]) -> dict:
         for f in glob.glob(f"/dev/shm/deepspeed_allreduce_buffer_{os.getuid()}_*_{port}_*"):
             os.unlink(f)
     if r.returncode != 0 or not summary.is_file():
-        raise SystemExit(f"[ablate] run {mixture!r} failed (exit {r.returncode}); see {out / 'run.log'}")
+        raise SystemExit(f"[ablate] run {label!r} failed (exit {r.returncode}); see {out / 'run.log'}")
     return json.loads(summary.read_text())
 
 

@@ -97,9 +97,8 @@ def _cpu_run(out: str, steps: int) -> RunConfig:
 
 
 def _cpu_model(**kw) -> T.ModelConfig:
-    # 4 x 128: ~1.6 M parameters (1.05 M of them the 8k embeddings); BERT init (SOP needs the layers)
-    return T.configure(T.debug_cpu(), hidden=128, layers=4, heads=4, intermediate=512, max_positions=256,
-                       residual_init="normal", **kw)
+    # 4 x 128: ~1.9 M parameters (1.05 M of them the 8k embeddings); zero residual init as debug_cpu
+    return T.configure(T.debug_cpu(), hidden=128, layers=4, heads=4, intermediate=512, max_positions=256, **kw)
 
 
 def english_cpu():
@@ -226,11 +225,13 @@ PAIR_PROBES = {  # probe -> (objective, settings): label 1 = not the coherent or
 }
 
 
-def pair_probes(engine, held_text, vocab, head: str, run: RunConfig, data: DataConfig, vcfg, world) -> dict:
-    """Held-out accuracy of the pair head `head` on each kind of pair (a collective: every rank)."""
+def pair_probes(engine, held_text, vocab, head: str, run: RunConfig, data: DataConfig, vcfg, world,
+                max_tokens: int) -> dict:
+    """Held-out accuracy of the pair head `head` on each kind of pair, built with the trained
+    objective's ``max_tokens`` (a collective: every rank)."""
     out = {}
     for name, (obj_name, kw) in PAIR_PROBES.items():
-        obj = build_objective(obj_name, vocab, max_tokens=run.seq_len, **kw)
+        obj = build_objective(obj_name, vocab, max_tokens=max_tokens, **kw)
 
         def relabel(view, rng, ctx, obj=obj, src=obj_name):
             ex = obj(view, rng, ctx)
@@ -330,7 +331,8 @@ def main(argv: list[str]) -> int:
     probes = {}
     for head in ("sop", "nsp"):
         if head in head_names and held.get("text") is not None and len(held["text"]) >= world.world_size:
-            probes[head] = pair_probes(engine, held["text"], vocab, head, run, data, vcfg, world)
+            size = settings.objectives.get(head, {}).get("max_tokens", 64)
+            probes[head] = pair_probes(engine, held["text"], vocab, head, run, data, vcfg, world, size)
     retr = {}
     if "pairs" in held and held["pairs"] is not None:
         retr = retrieval(engine.module.model, held["pairs"], _tlm_table(settings), vocab, engine.device,

@@ -34,7 +34,7 @@ NEGATIVES = ("random", "same_document")
 
 @dataclass(frozen=True)
 class Config:
-    max_tokens: int = 128
+    max_tokens: int = 64  # [CLS] A [SEP] B [SEP] at most this long (BERT: 512; CPU-sized here)
     short_seq_prob: float = 0.1
     p_negative: float = 0.5  # share of NotNext pairs (label 1)
     negatives: str = "random"  # 'random' (another document, BERT) or 'same_document' (non-adjacent)

@@ -27,7 +27,7 @@ from codept.objectives import render, segments as S
 
 @dataclass(frozen=True)
 class Config:
-    max_tokens: int = 128  # [CLS] A [SEP] B [SEP] at most this long
+    max_tokens: int = 64  # [CLS] A [SEP] B [SEP] at most this long (BERT/ALBERT: 512; CPU-sized here)
     short_seq_prob: float = 0.1  # BERT/ALBERT: share of pairs with a shorter random budget
     p_swap: float = 0.5  # share of swapped pairs (label 1)
     mlm_rate: float = 0.15  # MLM on the pair's tokens (0 = the pair label only)

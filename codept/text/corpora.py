@@ -1,10 +1,9 @@
 """Text corpora every machine of this project has, written as plain-text folders for prepare-text,
 and a BPE tokenizer trained (and cached) on each.
 
-1. :func:`english_docs`: English documentation that every Python interpreter ships: one document per
-   standard-library module (its module docstring, then the docstrings of its classes and functions
-   in source order, each a paragraph block; read with ``ast``, nothing imported), kept when it has
-   at least ``min_words`` words, plus the 79 ``pydoc_data.topics`` help topics (one document each).
+1. :func:`english_docs`: English documentation that every Python interpreter ships: every
+   standard-library docstring (module, class, function; read with ``ast``, nothing imported) of at
+   least ``min_words`` words as one document, plus the 79 ``pydoc_data.topics`` help topics.
    Slim images have no man pages, so these are the default English text.
 2. :func:`catalog_docs`: the translations of the gettext catalogs of one locale
    (``/usr/share/locale/<locale>/LC_MESSAGES/*.mo``) as monolingual documents: one document per
@@ -39,22 +38,18 @@ from codept.tokenizer import cache_dir, special_tokens, train_tokenizer
 LOCALE_DIR = Path("/usr/share/locale")
 
 
-def _docstrings(tree: ast.Module) -> list[str]:
-    """The module docstring, then class and function docstrings in source order."""
-    out = [ast.get_docstring(tree) or ""]
-    nodes = [n for n in ast.walk(tree) if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))]
-    nodes.sort(key=lambda n: (n.lineno, n.col_offset))
-    out += [ast.get_docstring(n) or "" for n in nodes]
-    return [d.strip() for d in out if d and d.strip()]
-
-
-def module_document(path: Path) -> str:
-    """The docstrings of one Python file as one document (paragraph blocks), '' when unparsable."""
+def module_docstrings(path: Path) -> list[tuple[str, str]]:
+    """(name, docstring) of a Python file: ``__module__`` first, then classes and functions in source
+    order (qualified names made unique by line number); [] when the file does not parse."""
     try:
         tree = ast.parse(path.read_bytes())
     except (SyntaxError, ValueError, OSError):
-        return ""
-    return "\n\n".join(_docstrings(tree))
+        return []
+    out = [("__module__", ast.get_docstring(tree) or "")]
+    nodes = [n for n in ast.walk(tree) if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))]
+    nodes.sort(key=lambda n: (n.lineno, n.col_offset))
+    out += [(f"{n.name}_L{n.lineno}", ast.get_docstring(n) or "") for n in nodes]
+    return [(name, d.strip()) for name, d in out if d and d.strip()]
 
 
 def _cached_folder(name: str, key_parts: list, write) -> Path:
@@ -77,8 +72,12 @@ def _cached_folder(name: str, key_parts: list, write) -> Path:
     return out
 
 
-def english_docs(min_words: int = 50) -> Path:
-    """A folder of .txt documents: stdlib module docstrings + pydoc_data topics (module docstring)."""
+def english_docs(min_words: int = 40) -> Path:
+    """A folder of .txt documents: every stdlib docstring (module, class or function) of at least
+    `min_words` words as a document of its own (``modules/<module>.<name>.txt``), and the pydoc_data
+    topics (``topics/<name>.txt``). One docstring per document keeps sentence order meaningful:
+    docstrings of neighbouring functions follow no order, so concatenating them would make a share
+    of SOP pairs unanswerable."""
     from codept.data.sources import stdlib_files
 
     files = stdlib_files()
@@ -89,11 +88,11 @@ def english_docs(min_words: int = 50) -> Path:
         (folder / "topics").mkdir()
         root = Path(os.path.commonpath([str(f) for f in files]))
         for f in files:
-            doc = module_document(f)
-            if len(doc.split()) >= min_words:
-                name = str(f.relative_to(root).with_suffix("")).replace(os.sep, "__")
-                (folder / "modules" / f"{name}.txt").write_text(doc + "\n")
-                n += 1
+            stem = str(f.relative_to(root).with_suffix("")).replace(os.sep, "__")
+            for name, doc in module_docstrings(f):
+                if len(doc.split()) >= min_words:
+                    (folder / "modules" / f"{stem}.{name}.txt").write_text(doc + "\n")
+                    n += 1
         from pydoc_data.topics import topics
 
         for name, text in sorted(topics.items()):

@@ -1,0 +1,120 @@
+"""recipes/pretrain_text.py: presets, settings checked before work, corpora, document strategies,
+the retrieval metric, and the CLI end to end on CPU (2 ranks)."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "recipes"))
+
+import pretrain_text as R  # noqa: E402
+
+from codept.text import corpora as C  # noqa: E402
+from codept.text.build import build_text_view  # noqa: E402
+from codept.text.retrieval import mrr_of  # noqa: E402
+from codept.text.view import word_spans  # noqa: E402
+from codept.train.config import ConfigError  # noqa: E402
+
+
+@pytest.mark.parametrize("preset", sorted(R.PRESETS))
+def test_every_preset_configures(preset):
+    settings, mixture = R.configure(preset, [])
+    assert mixture and settings.run.seq_len == 128
+    if preset == "tlm_cpu":
+        assert dict(mixture) == {"mlm@text": 1.0, "tlm@pairs": 1.0} and settings.sections["model"].n_langs == 4
+
+
+@pytest.mark.parametrize("items, message", [
+    (["data.corpus=wiki"], r"corpus='wiki': expected one of"),
+    (["data.long=stride:0"], r"data.long='stride:0'.*1 <= S <= seq_len=128"),
+    (["data.mixture=tlm@pairs:1"], r"pairs corpus, which data.corpus='english' lacks"),
+    (["data.mixture=sop@pairs:1", "data.corpus=tlm"], r"sop reads text views, corpus 'pairs' holds pair views"),
+    (["data.shuffle_sentences=2"], r"shuffle_sentences=2.0 must be in \[0, 1\]"),
+    (["objective.nsp.negatives=topic", "data.mixture=nsp@text:1"], r"negatives='topic'"),
+])
+def test_bad_settings_are_refused_before_any_work(items, message):
+    with pytest.raises(ConfigError, match=message):
+        R.configure("english_cpu", items)
+
+
+def test_tlm_needs_a_language_table():
+    with pytest.raises(ConfigError, match=r"model.n_langs=2: tlm's languages text,de,zh need n_langs >= 4"):
+        R.configure("tlm_cpu", ["model.n_langs=2"])
+
+
+def test_english_corpus_is_stdlib_docstrings_and_pydoc_topics():
+    folder = C.english_docs()
+    mods, topics = list((folder / "modules").glob("*.txt")), list((folder / "topics").glob("*.txt"))
+    from pydoc_data.topics import topics as pydoc_topics
+
+    assert len(topics) == len(pydoc_topics) and len(mods) > 100
+    assert all(len(p.read_text().split()) >= 50 for p in mods[:50])
+    assert C.english_docs() == folder  # cached
+
+
+def test_catalogs_drop_symlinked_duplicates():
+    files = C.catalogs(("de",))
+    if not files:
+        pytest.skip("no /usr/share/locale/de catalogs on this machine")
+    assert all(not p.is_symlink() for p in files) and len({p.resolve() for p in files}) == len(files)
+
+
+def test_sentence_shuffling_moves_whole_sentences(small_tok):
+    import textwrap
+
+    v = build_text_view("d", "text", textwrap.__doc__ * 3 + " Last one. Really the last.", small_tok)
+    changed = 0
+    for seed in range(20):
+        w = R.shuffle_sentences(v, np.random.default_rng(seed))
+        assert sorted(w.input_ids.tolist()) == sorted(v.input_ids.tolist())  # a permutation, nothing lost
+        old = {tuple(v.input_ids[a:b]) for a, b in v.sentences}
+        assert {tuple(w.input_ids[a:b]) for a, b in w.sentences} == old  # the same sentences
+        assert w.sentences[0, 0] == 0 and w.sentences[-1, 1] == len(w) and (w.sentences[1:, 0] == w.sentences[:-1, 1]).all()
+        word_spans(w.words)  # word ids renumbered: dense and contiguous
+        changed += not np.array_equal(w.input_ids, v.input_ids)
+    assert changed >= 18
+
+
+def test_reciprocal_ranks():
+    assert mrr_of(np.eye(5)).tolist() == [1.0] * 5
+    s = np.eye(4)[[1, 0, 2, 3]]  # queries 0, 1 prefer each other's target: rank 2
+    assert mrr_of(s).tolist() == [0.5, 0.5, 1.0, 1.0]
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_text_recipe_end_to_end_on_two_ranks(tmp_path):
+    """english_cpu for a few steps: validation of both heads, the pair probes, stride windows counted."""
+    port, out = _port(), tmp_path / "run"
+    exe = Path(sys.executable).with_name("deepspeed")
+    launcher = [str(exe)] if exe.exists() else [sys.executable, "-m", "deepspeed.launcher.runner"]
+    env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    try:
+        r = subprocess.run([*launcher, "--num_gpus", "2", "--master_port", str(port), "recipes/pretrain_text.py",
+                            f"out_dir={out}", "steps=6", "val.every=3", "val.rows=8", "data.probe_rows=8",
+                            "data.long=stride:96", "data.shuffle_sentences=0.5", "model.layers=1"],
+                           cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    finally:
+        for f in glob.glob(f"/dev/shm/deepspeed_allreduce_buffer_{os.getuid()}_*_{port}_*"):
+            os.unlink(f)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    s = json.loads((out / "summary.json").read_text())
+    assert s["val"]["sop"]["n"] > 0 and s["val"]["mlm"]["n"] > 0 and set(s["val_se"]) == {"mlm", "sop"}
+    assert set(s["pair_probes"]["sop"]) == {"nsp_random", "nsp_same_document", "sop"}
+    st = s["strategies"]
+    assert st["long"] == "stride:96" and 0 <= st["stride_overlap_tokens"] < st["text_tokens"]
