@@ -110,17 +110,30 @@ SWAPS = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Lt: ast.LtE, ast.LtE: ast.Lt, a
          ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq}
 
 
+def _sites(tree: ast.AST) -> list[tuple[ast.AST, str, int | None]]:
+    """(node, field, index) of every mutable operator / int constant, in ast.walk order. Operators
+    are replaced by a NEW instance in their parent's field: CPython shares one ``ast.Add()`` (etc.)
+    between all trees, so changing an operator node in place would change every tree in the process."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.BinOp, ast.AugAssign)) and type(node.op) in SWAPS:
+            out.append((node, "op", None))
+        elif isinstance(node, ast.Compare):
+            out += [(node, "ops", j) for j, op in enumerate(node.ops) if type(op) in SWAPS]
+        elif isinstance(node, ast.Constant) and type(node.value) is int:
+            out.append((node, "value", None))
+    return out
+
+
 def mutants(item: Item, n: int) -> list[Item]:
     """Up to `n` one-edit mutants of a program item (module docstring, kind 4); deterministic."""
     if item.task.get("kind") != "program" or n <= 0:
         return []
-    tree = ast.parse(item.task["code"])
-    sites = [node for node in ast.walk(tree)
-             if type(node) in SWAPS or (isinstance(node, ast.Constant) and type(node.value) is int)]
+    n_sites = len(_sites(ast.parse(item.task["code"])))
     rng = random.Random(item.key)
     out = []
-    for j, site in enumerate(rng.sample(sites, min(n, len(sites)))):
-        code = _mutate(item.task["code"], sites.index(site))
+    for j, k in enumerate(sorted(rng.sample(range(n_sites), min(n, n_sites)))):
+        code = _mutate(item.task["code"], k)
         if code is not None and code != item.task["code"]:
             out.append(Item(f"{item.key}#mut{j}", {**item.task, "name": f"{item.task['name']}#mut{j}", "code": code}))
     return out
@@ -128,13 +141,13 @@ def mutants(item: Item, n: int) -> list[Item]:
 
 def _mutate(code: str, k: int) -> str | None:
     tree = ast.parse(code)
-    sites = [node for node in ast.walk(tree)
-             if type(node) in SWAPS or (isinstance(node, ast.Constant) and type(node.value) is int)]
-    node = sites[k]
-    if isinstance(node, ast.Constant):
+    node, name, j = _sites(tree)[k]
+    if name == "value":
         node.value = node.value + 1
+    elif j is None:
+        setattr(node, name, SWAPS[type(node.op)]())
     else:
-        node.__class__ = SWAPS[type(node)]
+        node.ops = [SWAPS[type(op)]() if i == j else op for i, op in enumerate(node.ops)]
     try:
         return ast.unparse(tree) + "\n"
     except (ValueError, RecursionError):
