@@ -3,7 +3,8 @@
 Measures, on the same files in the same run:
   parse-only     tree-sitter parse (no walk, no queries)
   tokenize-only  the tokenizer with offsets (the floor: a view needs the tokens anyway)
-  full view      codept.structure.view.build_view (parse + walk + queries + resolve + alignment)
+  full view      codept.structure.view.build_view (parse + walk + queries + resolve + alignment +
+                 dataflow edges; the dataflow stage is printed on its own)
   binding floor  tokenize + codept.structure.grammar.binding_floor: parse + what any view needs from
                  py-tree-sitter at the least (one cursor visit per node reading its kind, the C
                  traversals of the two queries with a never-matching query); the view's cost
@@ -74,7 +75,7 @@ def main() -> None:
 
     def view(path, t, d):
         v = build_view(path, "python", t, tok)
-        for k in ("parse", "walk", "query"):
+        for k in ("parse", "walk", "query", "dataflow"):
             stages[k] += v.stats[k]
 
     def floor(path, t, d):
@@ -84,7 +85,7 @@ def main() -> None:
     fns = {"tokenize": tok_only, "view": view, "floor": floor}
     reps: list[dict[str, float]] = []
     for r in range(args.repeat):
-        stages = dict.fromkeys(("parse", "walk", "query"), 0.0)
+        stages = dict.fromkeys(("parse", "walk", "query", "dataflow"), 0.0)
         total = dict.fromkeys(fns, 0.0)
         for i, (path, t) in enumerate(texts):  # the three back to back per file, order rotating
             names = list(fns)[(i + r) % 3:] + list(fns)[: (i + r) % 3]
@@ -100,7 +101,7 @@ def main() -> None:
     best = {k: min(r[k] for r in reps) for k in reps[0]}
     for name, t in (("parse-only", t_parse), ("tokenize-only", best["tokenize"]), ("full view", best["view"])):
         print(f"{name:<14} {t:7.2f} s  {mb / t:6.2f} MB/s  {n_tokens / t / 1e6:5.3f} M tok/s")
-    stage = {k: best[f"stage_{k}"] for k in ("parse", "walk", "query")}
+    stage = {k: best[f"stage_{k}"] for k in ("parse", "walk", "query", "dataflow")}
     print("view stages (best sums): " + ", ".join(f"{k} {v:.2f} s" for k, v in stage.items())
           + f", tokenize+align+resolve {best['view'] - sum(stage.values()):.2f} s")
     ratios = [r["view"] / r["tokenize"] for r in reps]

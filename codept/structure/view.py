@@ -39,6 +39,7 @@ tokenize-only). Not covered: execution labels (later issues add fields here).
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass, field, fields
 
 import numpy as np
@@ -235,8 +236,10 @@ def build_view(path: str, lang: str, text: str, tokenizer, *, timeout_s: float |
     idents_b, binding_names = resolve_identifiers(parsed, data, g.scope_order)
     i0, i1 = to_tokens(idents_b)
     keep = (i1 > i0) & ~_overlaps_any(idents_b, errors)
+    t_flow = time.perf_counter()
     stats: dict = {}
     flow = _kept_edges(dataflow.edges(idents_b, parsed.flow, parsed.defs, stats), keep)
+    stats["dataflow"] = time.perf_counter() - t_flow
     idents_b, i0, i1 = idents_b[keep], i0[keep], i1[keep]
     # renumber kept bindings densely (ids are in order of first appearance, np.unique keeps it)
     kept, binding = np.unique(idents_b[:, 3], return_inverse=True)
