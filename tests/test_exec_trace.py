@@ -59,6 +59,14 @@ def test_addresses_blanked(bwrap):
     assert units["o"]["states"][0][1]["o"] == "<object object at 0x?>"
 
 
+def test_same_unit_twice_identical(bwrap):
+    """Set reprs depend on the hash seed: every run must use the same one (with ``python -I`` the
+    PYTHONHASHSEED of the sandbox was ignored and enum's doctests differed between runs)."""
+    task = {"kind": "program", "name": "s", "code": "def s():\n    x = set('abcdefgh')\n    return x\n", "driver": "s()\n"}
+    runs = [trace(task)[1]["s"]["states"] for _ in range(3)]
+    assert runs[0] == runs[1] == runs[2]
+
+
 def test_stdlib_doctests(bwrap):
     _, units = trace({"kind": "doctests", "module": "statistics"})
     d = units["statistics.mean"]

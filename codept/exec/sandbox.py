@@ -8,7 +8,7 @@ Algorithm of :func:`run_python` (one call = one sandbox):
   1. Preflight (:func:`check_sandbox`, cached): ``bwrap``, ``prlimit`` and (as root) ``setpriv``
      exist and a trivial sandbox runs. Missing -> :class:`SandboxUnavailable` with the fix, unless the
      caller passed ``unsafe_no_sandbox=True`` (trusted code only: rlimits + kill, no isolation).
-  2. Launch ``prlimit <rlimits> -- bwrap <namespaces, mounts> [setpriv <drop to uid>] python -I -S``
+  2. Launch ``prlimit <rlimits> -- bwrap <namespaces, mounts> [setpriv <drop to uid>] python -s -S``
      from a scrubbed environment (bwrap's PID 1 keeps the launcher's environment, readable at
      /proc/1/environ), in a new session (its own process group). rlimits: CPU, address space, open
      files, file size (also caps memfd and every output file), processes (counted per uid: every
@@ -49,6 +49,10 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+# -s -S: no user / site packages; -P (3.11+): no script folder on sys.path. Not -I / -E: they would
+# drop PYTHONHASHSEED, and with a random hash seed set and dict-of-set reprs differ between runs
+# (the environment is codept's own anyway: bwrap --clearenv).
+PY_FLAGS = ("-s", "-S", "-B") + (("-P",) if sys.version_info >= (3, 11) else ())
 SANDBOX_UID = 61000  # first host uid used for sandboxes when running as root (worker i gets +i)
 MiB = 1 << 20
 
@@ -131,7 +135,7 @@ def check_sandbox() -> str:
 
 def run_python(args: list[str], limits: Limits = Limits(), stdin: bytes | None = None,
                uid: int = SANDBOX_UID, unsafe_no_sandbox: bool = False) -> Result:
-    """Run ``python -I -S *args`` in a fresh sandbox (no host file is bound: programs travel as
+    """Run ``python -s -S -B [-P] *args`` in a fresh sandbox (no host file is bound: programs travel as
     ``-c`` text or on stdin). The side channel's fd number is in ``$CODEPT_RESULT_FD`` inside; its
     bytes come back as ``side``."""
     if not unsafe_no_sandbox:
@@ -217,7 +221,7 @@ def _launch(args, limits: Limits, stdin, uid: int, sandboxed: bool) -> Result:
         else:
             argv = _prlimit_argv(limits, nproc)
             env = {**_inner_env(side.fileno()), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-        argv += [_python(), "-I", "-S", *args]
+        argv += [_python(), *PY_FLAGS, *args]
         t0 = time.monotonic()
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                                 stdout=out, stderr=err, pass_fds=[side.fileno()], env=env,

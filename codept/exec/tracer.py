@@ -1,4 +1,4 @@
-"""The tracer: runs INSIDE the sandbox (``python -I -S tracer.py``), stdlib only, never imported by training.
+"""The tracer: runs INSIDE the sandbox (``python -s -S -c <this file>``), stdlib only, never imported by training.
 
 It reads one task (JSON) on stdin and writes one JSON line per traced unit to the side channel fd
 ``$CODEPT_RESULT_FD`` (flushed after each unit, so a kill keeps the units before it). Tasks:
