@@ -12,6 +12,7 @@ codept.data.collate:
   TokenClassifier   labels.<name> (B, T)       a labelled token       CE over n_classes (RTD: 2)
   PairClassifier    scalar.<name> (B, D)       a labelled document    CE on its first token (NSP/SOP)
   PointerHead       ptr.<name> (B, K, 2)       a pair (src, dst)      CE over dst's document + "none"
+  MultiPointerHead  ptr.<name> (B, K, 1 + m)   src + m targets        -log P(any target) (marginal)
   ContrastiveHead   scalar.<name> (B, D)       a matched pair         symmetric in-batch InfoNCE
 
 Algorithms:
@@ -215,6 +216,44 @@ class PointerHead(nn.Module):
         return _classify(scores[valid], target[valid], valid.sum(), metrics, q, k, self.none)
 
 
+class MultiPointerHead(PointerHead):
+    """A source token and SEVERAL acceptable targets (``ptr.<label>`` (B, K, 1 + m): src, then m
+    targets padded with -1; all -1 = "none"): the loss is -log of the probability mass on the
+    targets (the marginal likelihood: any of them is right), so where several definitions reach a
+    use the model is not forced to pick one. Accuracy: argmax is one of the targets. Same bilinear
+    scores over src's document plus "none" as PointerHead."""
+
+    def forward(self, hidden: torch.Tensor, batch: dict, metrics: bool = False):
+        ptr = batch[self.field]  # (B, K, 1 + m)
+        if ptr.dim() != 3 or ptr.shape[-1] < 2:
+            raise ValueError(f"{self.field} has shape {tuple(ptr.shape)}; MultiPointerHead expects (B, K, 1 + m)")
+        b, t, c = hidden.shape
+        seg = batch["segment_ids"]  # (B, T)
+        src, dst = ptr[..., 0], ptr[..., 1:]  # (B, K), (B, K, m)
+        valid = src >= 0
+        s = src.clamp(min=0)
+        q = self.query(hidden).gather(1, s[..., None].expand(-1, -1, c))  # (B, K, C)
+        k = self.key(hidden)  # (B, T, C)
+        scores = (q @ k.transpose(1, 2)).float() / math.sqrt(c)  # (B, K, T)
+        same_doc = (seg.gather(1, s)[..., None] == seg[:, None, :]) & (seg[:, None, :] != 0)  # (B, K, T)
+        scores = scores.masked_fill(~same_doc, float("-inf"))
+        scores = torch.cat([scores, self.none.float().expand(b, scores.shape[1], 1)], dim=-1)  # (B, K, T+1)
+        cols = torch.where(dst >= 0, dst, torch.full_like(dst, t))  # (B, K, m); -1 -> the "none" column
+        is_none = (dst < 0).all(-1, keepdim=True)  # (B, K, 1)
+        target = torch.zeros_like(scores, dtype=torch.bool)
+        target.scatter_(2, cols, (dst >= 0) | is_none)  # (B, K, T+1): the acceptable columns
+        sc, tg = scores[valid], target[valid]  # (N, T+1)
+        n = valid.sum()
+        if sc.shape[0] == 0:
+            loss = _zero_loss(sc, q, k, self.none)
+        else:
+            loss = (torch.logsumexp(sc, -1) - torch.logsumexp(sc.masked_fill(~tg, float("-inf")), -1)).sum()
+        if not metrics:
+            return loss, n
+        hit = tg.gather(1, sc.argmax(-1, keepdim=True)).sum() if sc.shape[0] else n * 0
+        return Metrics(loss, n, hit, n)
+
+
 def _gather_rows(z: torch.Tensor, key: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
     """Every data-parallel rank's rows of z (N_r, C) and key (N_r,), concatenated in rank order, and the
     offset of this rank's rows. Other ranks' rows are constants; this rank's keep their graph. A
@@ -384,6 +423,7 @@ HEADS = {
     "sop": partial(PairClassifier, label="sop", n_classes=2),
     "nsp": partial(PairClassifier, label="nsp", n_classes=2),
     "edge": partial(PointerHead, label="edge"),
+    "dataflow": partial(MultiPointerHead, label="dataflow"),  # any reaching definition of a use
     "contrastive": partial(ContrastiveHead, label="pair"),
     "sbo": partial(SpanBoundaryHead, label="sbo", target="mlm"),
     "glm": partial(LMHead, label="glm", causal=False),  # GLM part B: labels already shifted

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from codept.objectives import ar, electra, glm, plm, unilm  # issue 15: the regimes
 from codept.objectives import code_doc, mlm, nsp, sop, syntax_span, tlm
+from codept.objectives import dataflow  # issue 16: code objectives
 from codept.objectives import phrase, span, t5_span, wwm
 from codept.objectives import exec_lines, exec_values  # issue 17: execution traces
 
@@ -35,6 +36,7 @@ OBJECTIVES = {
     "exec_lines": (exec_lines.build, exec_lines.Config),
     "exec_values": (exec_values.build, exec_values.Config),
     "exec_trace": (exec_values.build_trace, exec_values.TraceConfig),
+    "dataflow": (dataflow.build, dataflow.Config),
 }
 
 # objective -> the heads (codept.model.heads.HEADS names) its labels train. code_doc's optional MLM
@@ -58,6 +60,7 @@ HEADS_OF = {
     "exec_lines": ("exec_lines",),  # line execution-count buckets (codept.exec.views)
     "exec_values": ("exec_values",),  # masked values of the serialized trace
     "exec_trace": ("lm",),  # trace generation after the code (prefix-LM)
+    "dataflow": ("dataflow",),  # masked uses -> any reaching definition (MultiPointerHead)
 }
 
 
@@ -82,6 +85,7 @@ VIEWS_OF = {
     "exec_lines": ("trace",),  # codept.exec.views.TraceView (the output of `codept trace`)
     "exec_values": ("trace",),
     "exec_trace": ("trace",),
+    "dataflow": ("code",),
 }
 
 # objective -> default loss weights of its heads (a ``loss.<head>`` setting overrides them):
