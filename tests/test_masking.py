@@ -98,10 +98,13 @@ def test_golden_wwm_span_t5(byte_tok):
     assert np.flatnonzero(w.labels["mlm"] != IGNORE).tolist() == [8, 9, 11, 13, 26]
     assert w.input_ids[[8, 9, 11, 13, 26]].tolist() == [4, 4, 4, 4, 4]
     s = build("span", vocab)(v, np.random.default_rng(4))
-    # one 3-word span `, b)` (with its inner space), masked; SBO boundaries 8 (`a`) and 13 (`:`)
-    assert np.flatnonzero(s.labels["mlm"] != IGNORE).tolist() == [9, 10, 11, 12]
-    assert s.pointers["sbo"].tolist() == [[8, 13, t] for t in range(9, 13)]
-    assert s.input_ids[9:13].tolist() == [4, 4, 4, 4]
+    # one 3-word span `a + b` (with its inner spaces), masked; SBO boundaries 25 and 31 (the spaces around)
+    assert np.flatnonzero(s.labels["mlm"] != IGNORE).tolist() == [26, 27, 28, 29, 30]
+    assert s.pointers["sbo"].tolist() == [[25, 31, t] for t in range(26, 31)]
+    assert s.input_ids[26:31].tolist() == [4] * 5
+    # two spans `b` and `):` side by side: each has its own boundaries
+    s2 = build("span", vocab)(v, np.random.default_rng(2))
+    assert s2.pointers["sbo"].tolist() == [[10, 12, 11], [11, 14, 12], [11, 14, 13]]
     # a budget of 5 tokens and a first span longer than it: kept with probability 5 / its size, else none
     assert (build("span", vocab)(v, np.random.default_rng(1)).labels["mlm"] == IGNORE).all()
     t = build("t5_span", vocab)(v, np.random.default_rng(1))
