@@ -418,3 +418,28 @@ def test_sbo_head_reads_boundaries_not_the_span(small_tok):
     h3 = h.clone()
     h3[0, 7] += 5.0
     assert not torch.allclose(head(h3, batch)[0], base)
+
+
+def test_mask_row_lr_equals_a_param_group_with_a_lower_rate():
+    """AdamW with the [MASK] row's update scaled by 0.1 == AdamW over two tensors, the row at lr/10."""
+    from codept.train.mask_lr import mask_row_lr
+
+    torch.manual_seed(0)
+    w0, ids = torch.randn(20, 8), torch.randint(0, 20, (64,))
+    ids[:10] = 4  # the mask row gets gradients
+    target = torch.randn(64, 8)
+
+    w = torch.nn.Parameter(w0.clone())
+    opt = torch.optim.AdamW([w], lr=0.05, weight_decay=0.1)
+    mask_row_lr(opt, w, 4, 0.1)
+    rest, row = torch.nn.Parameter(torch.cat([w0[:4], w0[5:]])), torch.nn.Parameter(w0[4:5].clone())
+    ref = torch.optim.AdamW([{"params": [rest]}, {"params": [row], "lr": 0.005}], lr=0.05, weight_decay=0.1)
+    for _ in range(4):
+        for o, table in ((opt, lambda: w), (ref, lambda: torch.cat([rest[:4], row, rest[4:]]))):
+            o.zero_grad()
+            ((table()[ids] - target) ** 2).sum().backward()
+            o.step()
+    torch.testing.assert_close(w.detach(), torch.cat([rest[:4], row, rest[4:]]).detach(), rtol=1e-6, atol=1e-6)
+    assert not torch.allclose(w0[4], w[4].detach())
+    with pytest.raises(ValueError, match="factor"):
+        mask_row_lr(opt, w, 4, 2.0)
