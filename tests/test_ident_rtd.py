@@ -1,0 +1,128 @@
+"""``ident_rtd``: renamed identifiers, per-token RTD labels; renamed code parses the same way."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from codept.data.example import IGNORE
+from codept.data.sources import read_source, stdlib_files
+from codept.objectives import build
+from codept.objectives.render import Vocab
+from codept.structure import grammar
+from codept.structure.fixtures import fixture_files
+from codept.structure.view import build_view
+
+SRC = "def f(alpha, beta):\n    gamma = alpha + beta\n    return gamma * alpha\n"
+
+
+@pytest.fixture(scope="module")
+def vocab(small_tok):
+    return Vocab.from_tokenizer(small_tok)
+
+
+def _shape_of(lang: str, text: str):
+    p = grammar.parse(lang, text.encode())
+    order = np.lexsort((-p.spans[:, 1], p.spans[:, 0]))
+    return p.has_error, len(p.leaves), p.spans[order, 2].tolist()
+
+
+@pytest.mark.parametrize("consistent", [True, False])
+@pytest.mark.parametrize("lang", grammar.available_languages())
+def test_renamed_fixtures_parse_the_same_way(lang, consistent, small_tok, vocab):
+    obj = build("ident_rtd", vocab, rate=0.5, consistent=consistent)
+    renamed = 0
+    for p in fixture_files(lang):
+        text = p.read_text()
+        v = build_view(str(p), lang, text, small_tok)
+        for seed in range(3):
+            ex = obj(v, np.random.default_rng(seed))
+            new = small_tok.decode(ex.input_ids.tolist(), skip_special_tokens=False)
+            renamed += int(new != text)
+            assert _shape_of(lang, new) == _shape_of(lang, text), (p.name, seed)
+    assert renamed > 0
+
+
+def test_golden_consistent_rename(small_tok, vocab):
+    v = build_view("a.py", "python", SRC, small_tok)
+    ex = build("ident_rtd", vocab, rate=0.5)(v, np.random.default_rng(1))
+    new = small_tok.decode(ex.input_ids.tolist())
+    assert new == "def alpha(alpha, beta):\n    gamma = alpha + beta\n    return gamma * alpha\n"
+    lab = ex.labels["rtd"]
+    assert lab[1:4].tolist() == [1, 1, 1] and lab[0] == 0 and (lab[4:] == 0).all()  # " alpha" replaced " f"
+
+
+def test_statistics_on_the_stdlib(small_tok, vocab):
+    """Over real files: every renamed binding is renamed at all of its occurrences (consistent),
+    labels are 0/1 on ordinary tokens only, and the renamed share follows `rate`."""
+    views = [build_view(str(p), "python", read_source(p), small_tok) for p in stdlib_files()[60:72]]
+    for rate in (0.15, 0.5):
+        obj = build("ident_rtd", vocab, rate=rate)
+        pos = tot = 0
+        for i, v in enumerate(views):
+            ex = obj(v, np.random.default_rng(i))
+            lab = ex.labels["rtd"]
+            assert set(np.unique(lab).tolist()) <= {0, 1, IGNORE}
+            pos += int((lab == 1).sum())
+            tot += int((lab != IGNORE).sum())
+        share = pos / tot
+        print(f"rate {rate}: replaced-token share {share:.3f}")
+        assert 0.01 < share < 0.6 and (share > 0.05 if rate == 0.5 else True)
+    lo = np.mean([(build("ident_rtd", vocab, rate=0.15)(v, np.random.default_rng(0)).labels["rtd"] == 1).mean() for v in views])
+    hi = np.mean([(build("ident_rtd", vocab, rate=0.5)(v, np.random.default_rng(0)).labels["rtd"] == 1).mean() for v in views])
+    assert hi > 2 * lo
+
+
+def test_single_occurrence_mode_renames_one(small_tok, vocab):
+    v = build_view("a.py", "python", SRC, small_tok)
+    obj = build("ident_rtd", vocab, rate=1.0, consistent=False)
+    ex = obj(v, np.random.default_rng(0))
+    # every binding renamed at exactly one occurrence: as many replaced runs as bindings renamed
+    runs = np.flatnonzero(np.diff(np.concatenate([[0], (ex.labels["rtd"] == 1).astype(int)])) == 1)
+    assert 1 <= len(runs) <= 4
+
+
+def test_deterministic_and_input_untouched(small_tok, vocab):
+    v = build_view("a.py", "python", SRC, small_tok)
+    before = v.input_ids.copy()
+    obj = build("ident_rtd", vocab, rate=0.5)
+    a, b = obj(v, np.random.default_rng(5)), obj(v, np.random.default_rng(5))
+    assert np.array_equal(a.input_ids, b.input_ids) and np.array_equal(a.labels["rtd"], b.labels["rtd"])
+    assert np.array_equal(v.input_ids, before)
+
+
+def test_bad_settings_name_the_value(vocab):
+    with pytest.raises(ValueError, match="source='corpus'"):
+        build("ident_rtd", vocab, source="corpus")
+    with pytest.raises(ValueError, match="rate=0"):
+        build("ident_rtd", vocab, rate=0)
+
+
+def test_partner_names_come_from_the_other_file(small_tok, vocab):
+    v = build_view("a.py", "python", SRC, small_tok)
+    other = build_view("b.py", "python", "def g(omega):\n    return omega\n", small_tok)
+
+    class Partner:  # the one method of codept.data.stream.Context the objective calls
+        def partner(self, rng):
+            return other
+
+    ex = build("ident_rtd", vocab, rate=1.0, source="partner")(v, np.random.default_rng(0), Partner())
+    new = small_tok.decode(ex.input_ids.tolist())
+    assert "omega" in new or "g(" in new
+    assert _shape_of("python", new) == _shape_of("python", SRC)
+
+
+@pytest.mark.slow
+def test_ident_rtd_loss_falls(small_tok, vocab):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_dataflow_objective import _train
+
+    views = [build_view(str(p), "python", read_source(p), small_tok) for p in stdlib_files()[40:56]
+             if p.stat().st_size > 2000]
+    ls = _train(build("ident_rtd", vocab, rate=0.3), views, ["rtd"], small_tok.get_vocab_size())["rtd"]
+    first, last = np.mean(ls[:5]), np.mean(ls[-5:])
+    print(f"ident_rtd loss {first:.3f} -> {last:.3f}")
+    assert last < first - 0.2, (first, last)
