@@ -127,6 +127,45 @@ def test_code_lookalikes_are_kept(text):
     assert redact(text) == (text, Counter())
 
 
+@pytest.mark.parametrize("text,expected", [
+    # a word merely containing "ver" (server, driver, convert) is no version context
+    ('SERVER_IP = "93.184.216.34"', 'SERVER_IP = "<IP>"'),
+    ("# server 104.16.132.229", "# server <IP>"),
+    ('driver_addr = "93.184.216.34"', 'driver_addr = "<IP>"'),
+    ("convert IP addr string (123.45.67.89)", "convert IP addr string (<IP>)"),
+    ('verify("93.184.216.34")', 'verify("<IP>")'),
+])
+def test_ipv4_after_words_containing_ver_is_redacted(text, expected):
+    assert redact(text) == (expected, Counter({"ipv4": 1}))
+
+
+@pytest.mark.parametrize("text", [
+    "version 1.2.3.4", '__version__ = "3.11.0.1"', 'MIN_VER = "93.184.216.34"', 'pythonVersion = "93.184.216.34"',
+    "release: 93.184.216.34", "RFC 104.16.132.229", 'driver_addr = "10.1.2.3"',  # the last: private, kept
+])
+def test_version_contexts_are_kept(text):
+    assert redact(text) == (text, Counter())
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("http://admin:hunter2@localhost/", "http://admin:<KEY>@localhost/"),  # no TLD: no email either
+    ("postgres://user:pass@host/db", "postgres://user:<KEY>@host/db"),
+    ('DSN = "postgresql+psycopg2://app:Xy7q@db:5432/app"', 'DSN = "postgresql+psycopg2://app:<KEY>@db:5432/app"'),
+    ("redis://:s3cr3t@cache:6379/0", "redis://:<KEY>@cache:6379/0"),
+    ("https://bob:pw@shop.corp-mail.co.uk/x", "https://bob:<KEY>@shop.corp-mail.co.uk/x"),  # was an "email"
+])
+def test_url_passwords_are_redacted(text, expected):
+    assert redact(text) == (expected, Counter({"url_password": 1}))
+
+
+@pytest.mark.parametrize("text", [
+    'u = "http://%s:%s@%s/" % (user, pw, host)', 'f"postgres://{user}:{pw}@{host}/db"',
+    "amqp://guest:${RABBIT_PW}@rabbit//", "http://u:***@h/", "http://[2001:db8::1]:8080/x", "http://localhost:8080/a",
+])
+def test_url_templates_are_kept(text):
+    assert redact(text) == (text, Counter())
+
+
 def test_looks_random():
     assert looks_random("Zx9q8W7e6R5t4Y3u2I1oP0aS") and looks_random("wJalrXUtnFEMI/K7MDENG/bPxRfiCYzq8Tx3mB2d")
     assert looks_random("a9a67ae6c371fcf4a9a67ae6c371fcf4")  # 32 hex: a key or a digest

@@ -23,33 +23,41 @@ Algorithm (one pass per kind, in this order, so an earlier replacement is never 
    entropy >= 3 bits/char, letter/digit/case changes between >= 25% of neighbouring characters,
    < 60% of it in word-like runs; hex strings and UUIDs from 32 hex digits; never a placeholder
    (``your_api_key_here``, ``xxxx``, ``${VAR}``, ``%s``), dotted name, path or URL.
-4. ``email``: ``local@domain.tld``; kept: reserved documentation/test domains (RFC 2606/6761:
+4. ``url_password``: the password of a URL's user info (``scheme://user:PASSWORD@host``, any host:
+   ``localhost``, a bare name, an IP) -> ``<KEY>``, whatever it looks like (``hunter2``, ``pass``);
+   the user name and host are kept. Kept: templates (``${PW}``, ``{pw}``, ``%s``, ``***``, ``xxx``).
+5. ``email``: ``local@domain.tld``; kept: reserved documentation/test domains (RFC 2606/6761:
    example.com/.net/.org, ``*.example``, ``*.test``, ``*.invalid``, ``*.localhost``), "domains"
    ending in a file extension (``icon@2x.png``, ``model@v2.pkl``), matches followed by ``(``
    (``a@self.f(x)``) and local parts without a letter.
-5. ``ipv4``: dotted quads not inside a longer dotted number (OIDs, versions ``1.2.3.4.5``) and not
+6. ``ipv4``: dotted quads not inside a longer dotted number (OIDs, versions ``1.2.3.4.5``) and not
    followed by ``/prefix`` (CIDR networks are kept: not a person's address); kept: non-global
    addresses (private, loopback ``127.0.0.1``, unspecified ``0.0.0.0``, link-local, documentation
    ``192.0.2.x``/``198.51.100.x``/``203.0.113.x``, reserved, shared), multicast, well-known public
    resolvers (8.8.8.8, 1.1.1.1, ...), quads whose first three parts are single digits
    (``7.1.4.34``, ``8.2.4.44``: versions and spec sections far more often than hosts), and quads
-   right after version/ver/v/release/section/rfc/oid/identifier on the same line
-   (``__version__ = "10.2.30.4"``, ``ObjectIdentifier("2.5.29.17")``). Three-part versions
+   right after the word version/ver/v/release/section/rfc/oid/identifier on the same line, the word
+   standing alone or as a camelCase part (``__version__ = "10.2.30.4"``, ``ObjectIdentifier("2.5.29.17")``;
+   not ``SERVER_IP``, ``# server``, ``driver_addr``, ``convert``). Three-part versions
    (``"1.2.3"``) are never IPs.
-6. ``ipv6``: only global unicast (``2000::/3``) addresses with >= 4 written groups that
+7. ``ipv6``: only global unicast (``2000::/3``) addresses with >= 4 written groups that
    ``ipaddress`` accepts, not followed by ``/prefix``; so ``Foo::bar``, ``x[1::2]``, ``::1``,
    ``fe80::``, ``2001:db8::`` (documentation), times ``12:34:56`` and MAC addresses never match.
 
 Measured (tests/test_redact.py keeps these honest): on the CPython 3.11 standard library as
-prepared by default (601 files, 11 MB) 161 emails (author and contact addresses), 1 IPv4
-(``123.45.67.89`` in a docstring) and nothing else; on 270 MB of installed packages (numpy,
+prepared by default (601 files, 11 MB) 161 emails (author and contact addresses), 2 IPv4s
+(``123.45.67.89`` in two docstrings of socket.py; the one after "convert" was kept while "ver"
+matched inside words) and nothing else; on 270 MB of installed packages (numpy,
 transformers, moto, cryptography, ...) 378 emails, 9 IPv4s and 6 key assignments: every IPv4 and
 key assignment and a sample of the emails inspected, all plausible (public addresses in examples,
-service tokens in test mocks, a test Hugging Face token).
+service tokens in test mocks, a test Hugging Face token). Adding ``url_password`` (2026-12, 22,570
+files of installed packages): 34 URL passwords, all documentation or test URLs (``user:pass@host``,
+``postgres:postgres@localhost``), 7 of them formerly counted as emails (``pass@host.com``); one
+look-alike (``github://org:repo@sha``).
 Cost: ~10 regex scans anchored on literals (Python's re skips quickly to a literal prefix, so
 look-behinds come after it), ~20 MB/s on code (stdlib: ~0.6 s). Pure function, safe in workers.
-Does NOT cover: names, phone numbers, street addresses, passwords in URLs (``user:pw@host`` is
-caught only as an "email"), secrets split across concatenated strings, short or low-entropy
+Does NOT cover: names, phone numbers, street addresses, URL passwords without a scheme
+(``user:pw@host`` alone is caught only as an "email"), secrets split across concatenated strings, short or low-entropy
 passwords (``password = "hunter2"``), ~2% of random 16-20 character values (they look like
 words by chance; <= 0.2% from 32 characters), public IPs in a version/section context, secrets in
 comparisons (``token == "..."``), encoded or obfuscated secrets, non-ASCII domain names. Redaction is best effort: a tuned trade-off between missed secrets and mangled code.
@@ -234,7 +242,24 @@ def _redact_assignments(text: str, counts: Counter) -> str:
     return _splice(text, edits)
 
 
-# ---- 4. emails -----------------------------------------------------------------------------------
+# ---- 4. passwords in URLs ------------------------------------------------------------------------
+# Anchored at "://"; the user name (kept) runs to the first ":", the password to the "@" before the
+# host. Any host: ``localhost``, a bare name, an IP (the TLD-less cases the email pass cannot see).
+URL_PASSWORD_RE = re.compile(
+    r"://(?<=[A-Za-z0-9]://)[^\s:/?#@\"'`<>]{0,64}:(?P<v>[^\s/?#@\"'`<>]{1,128})@(?=[\w\[])")
+URL_TEMPLATE_RE = re.compile(r"\$\{?\w*\}?|\{[^{}]*\}|%(?:\(\w+\))?s|\*+|[xX]+")  # ${PW}, {pw}, %s, ***
+
+
+def _redact_url_passwords(text: str, counts: Counter) -> str:
+    if "://" not in text:
+        return text
+    edits = [(m.start("v"), m.end("v"), KEY) for m in URL_PASSWORD_RE.finditer(text)
+             if not URL_TEMPLATE_RE.fullmatch(m["v"])]
+    counts["url_password"] += len(edits)
+    return _splice(text, edits)
+
+
+# ---- 5. emails -----------------------------------------------------------------------------------
 # Anchored at "@"; the local part is read backwards by _local_start.
 EMAIL_AT_RE = re.compile(
     r"@(?P<domain>(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+(?P<tld>[A-Za-z]{2,24}))"
@@ -275,13 +300,18 @@ def _redact_emails(text: str, counts: Counter) -> str:
     return _splice(text, edits)
 
 
-# ---- 5-6. IP addresses ---------------------------------------------------------------------------
+# ---- 6-7. IP addresses ---------------------------------------------------------------------------
 OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
 IPV4_TAIL_RE = re.compile(rf"\.(?<=\d\.){OCTET}\.{OCTET}\.{OCTET}(?!\.?\w|/\d)")  # at the first dot; not a CIDR
 FIRST_OCTET_RE = re.compile(rf"(?<![\w.]){OCTET}$")
 SECTION_LIKE_RE = re.compile(r"\d\.\d\.\d\.")  # 7.1.4.34, 8.2.4.44: versions and section numbers
-VERSION_CONTEXT_RE = re.compile(  # a version, spec section or OID, not a host
-    r"(?:version|ver|release|\bv|section|sect|§|rfc|oid|identifier)[\w\"' ]{0,20}[=:( ]*[\"']?v?$", re.I)
+# A version, spec section or OID word (not a host) shortly before the quad. The word must stand
+# alone: at a word start (after a non-letter, so ``__version__`` and ``min_ver`` count) or at a
+# camelCase hump (``pythonVersion``, ``ObjectIdentifier``), and end before a lower-case letter; so
+# ``SERVER_IP``, ``server``, ``driver_addr``, ``void`` and ``verify`` are no version context.
+VERSION_WORD = (r"(?:(?<![A-Za-z])|(?<=[a-z])(?=[A-Z]))"
+                r"(?i:versions?|ver|release|v|section|sect|§|rfc|oid|identifier)(?![a-z])")
+VERSION_CONTEXT_RE = re.compile(VERSION_WORD + r"[\w\"' ]{0,20}[=:( ]*[\"']?v?$")
 PUBLIC_RESOLVERS = frozenset({"8.8.8.8", "8.8.4.4", "1.1.1.1", "1.0.0.1", "9.9.9.9", "149.112.112.112",
                               "208.67.222.222", "208.67.220.220"})
 # 2000::/3 written out: the first group is 4 hex digits starting with 2 or 3 (so scanning starts only there)
@@ -330,7 +360,8 @@ def _redact_ipv6(text: str, counts: Counter) -> str:
 
 
 PASSES: list[Callable[[str, Counter], str]] = [
-    _redact_pem, _redact_tokens, _redact_assignments, _redact_emails, _redact_ipv4, _redact_ipv6,
+    _redact_pem, _redact_tokens, _redact_assignments, _redact_url_passwords, _redact_emails,
+    _redact_ipv4, _redact_ipv6,
 ]
 
 
