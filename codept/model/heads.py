@@ -14,6 +14,8 @@ codept.data.collate:
   PointerHead       ptr.<name> (B, K, 2)       a pair (src, dst)      CE over dst's document + "none"
   MultiPointerHead  ptr.<name> (B, K, 1 + m)   src + m targets        -log P(any target) (marginal)
   ContrastiveHead   scalar.<name> (B, D)       a matched pair         symmetric in-batch InfoNCE
+  SpanBoundaryHead  ptr.sbo (B, K, 3) +        a span token           CE over the tied vocabulary from
+    (sbo)           labels.mlm (B, T)                                 the span's two boundary states
 
 Algorithms:
   1. LMHead is BERT's MLM head (dense, GELU, LayerNorm, decoder tied to ``embed.tokens`` + bias),

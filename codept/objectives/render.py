@@ -5,7 +5,10 @@
 token (the model must also recover kept and replaced tokens) and IGNORE elsewhere. The draw is per
 unit: a whole span is masked, replaced or kept together. Random replacements are drawn uniformly from the
 ordinary (non-special) ids of :class:`Vocab` (never a special token).
-Cost: O(T). Not covered: sentinel rendering (T5/GLM), identifier renaming (later objectives).
+``t5_sentinels``: T5 span corruption (each noise span -> one sentinel in the inputs; the targets list
+each sentinel followed by what it hides, then <eos>). ``scheduled_mask_share``: the [MASK] share of
+80/10/10 at a training progress (mlm's schedule).
+Cost: O(T). Not covered: GLM blanks, identifier renaming (their objectives' files).
 """
 
 from __future__ import annotations

@@ -8,8 +8,13 @@ sentinels, ...) is codept.objectives.render.
 2. ``random_tokens``: that many candidate tokens, uniformly without replacement (BERT MLM).
 3. ``whole_spans``: shuffle candidate spans, keep each that fits the remaining budget and overlaps
    nothing kept (syntax units, identifiers, leaves, words). Returns the kept spans in token order.
-Cost: O(T) for tokens; spans O(S + T) after an O(S) shuffle. Not covered: geometric span lengths
-(SpanBERT) -- a later objective adds a selector here.
+4. ``runs`` / ``subword_units``: units from per-token ids (TextView words, CodeView leaves), cut at
+   camelCase / snake_case boundaries; ``disjoint_units``: whole non-overlapping units up to the budget,
+   vectorised (wwm, phrase).
+5. ``geometric_spans``: SpanBERT spans of Geometric(0.2) words truncated at 10 (mean 3.8), anchored
+   at word starts; ``t5_noise_mask``: T5's random_spans_noise_mask (seqio).
+Cost: O(T) for tokens; spans O(S + T) after an O(S) shuffle; geometric spans O(T) + O(K) Python
+steps for K spans. Not covered: span selection that respects sentence boundaries.
 """
 
 from __future__ import annotations
