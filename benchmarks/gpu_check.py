@@ -9,6 +9,11 @@ Sections (each one guarded: a failure prints its traceback and the next section 
   2. plain torch loop, bf16 autocast + fused AdamW: tokens/s, model TFLOP/s, MFU (eager sdpa, flex, compiled)
   3. DeepSpeed engine, ds_configs/zero2_bf16.json through codept.train.engine (world size 1, NCCL):
      loss first/last over the smoke run, tokens/s, MFU, ratio to the plain loop
+  4. every regime of issue 15 (``regime_<name>``: mlm, ar, ar_ss = ar with scheduled sampling, unilm, glm,
+     plm, electra): the plain bf16 loop on that regime's own packed rows (its masks, 2-D positions, orders,
+     two streams, generator), eager and compiled, sdpa and flex; then the engine on one GPU with ZeRO stage 0
+     (nothing to partition on one GPU) vs stage 2 (``engine_stage0_bf16``).
+  here (CPU):  python benchmarks/gpu_check.py --make-batches runs/gpu_batches.npz --regimes all
 Model FLOPs = encoder 6N + 12 L C T per token (Transformer.flops_per_token) + the MLM head at the labelled
 positions only (3 x 2 x (C^2 + C V) per label), i.e. the work the code actually does. MFU is against
 --peak-tflops (989: the H200's dense bf16 spec).
@@ -27,6 +32,141 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 KEYS = ("input_ids", "segment_ids", "positions", "prefix", "labels.mlm")
+
+
+REGIMES = {  # regime -> (objective, its settings, model settings)
+    "mlm": ("mlm", {}, {}),
+    "ar": ("ar", {}, {}),
+    "ar_ss": ("ar", {"schedule": "linear", "max_share": 0.25}, {}),
+    "unilm": ("unilm", {}, {}),
+    "glm": ("glm", {"max_tokens": 512}, {"block_positions": True}),
+    "plm": ("plm", {"max_tokens": 512}, {}),
+    "electra": ("electra", {}, {}),
+}
+
+
+def make_regime_batches(out: str, rows: int, seq: int, regimes: list[str]) -> None:
+    """Packed rows of each regime's objective (every column the model reads) -> one .npz; ar_ss rows are
+    drawn at progress 0.5 (a quarter of the schedule's share replaced)."""
+    import numpy as np
+
+    from codept.data.collate import collate
+    from codept.data.pack import pack
+    from codept.objectives import build
+    from codept.objectives.render import Vocab
+    from codept.data.views import open_views
+    from codept.prepare import prepare
+    from codept.tokenizer import default_tokenizer_dir, load_tokenizer
+
+    tok_dir = default_tokenizer_dir()
+    views = open_views(prepare([], tokenizer_dir=tok_dir, progress=False)["out"])
+    vocab = Vocab.from_tokenizer(load_tokenizer(tok_dir))
+    arrays = {}
+    for name in regimes:
+        objective, cfg, _ = REGIMES[name]
+        obj = build(objective, vocab, **cfg)
+        ctx = type("Ctx", (), {"progress": 0.5})()
+        got, i = [], 0
+        while len(got) < rows:
+            exs = [obj(views[j % len(views)], np.random.default_rng([0, 0, j]), ctx) for j in range(i, i + 256)]
+            got += pack([e for e in exs if e is not None], seq, vocab.pad_id)
+            i += 256
+        b = collate(got[:rows])
+        for k, v in b.items():
+            arrays[f"{name}__{k}"] = v.numpy().astype(np.bool_ if v.dtype == __import__("torch").bool else np.int16)
+        print(f"{name}: {rows} rows, columns {sorted(b)}", flush=True)
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(out, vocab_size=vocab.size, **arrays)
+    print(f"-> {out} ({Path(out).stat().st_size / 1e6:.1f} MB)")
+
+
+def load_regime_batches(path: str, regime: str, micro: int, device):
+    import numpy as np
+    import torch
+
+    z = np.load(path)
+    pre = f"{regime}__"
+    full = {k[len(pre):]: torch.from_numpy(z[k].astype(np.bool_ if z[k].dtype == np.bool_ else np.int64))
+            for k in z.files if k.startswith(pre)}
+    if not full:
+        raise KeyError(f"{path} holds no rows of regime {regime!r}: make them with --make-batches ... --regimes {regime}")
+    n = full["input_ids"].shape[0] // micro
+    pin = device == "cuda"
+    return [{k: (v[i * micro:(i + 1) * micro].pin_memory() if pin else v[i * micro:(i + 1) * micro])
+             for k, v in full.items()} for i in range(n)]
+
+
+def build_regime_net(regime: str, vocab_size: int, attention: str):
+    import torch
+
+    from codept.model import transformer as T
+    from codept.model.heads import Pretrainer, build_head
+    from codept.objectives import HEADS_OF
+
+    objective, _, model_cfg = REGIMES[regime]
+    torch.manual_seed(0)
+    m = T.Transformer(T.PRESETS[PRESET](vocab_size=vocab_size, max_positions=512, attention=attention, dropout=0.0,
+                                        attention_dropout=0.0, **model_cfg))
+    return m, Pretrainer(m, {h: build_head(h, m) for h in HEADS_OF[objective]})
+
+
+def regime_flops(net, batches, seq: int) -> float:
+    """The work the regime's code does: encoder passes (plm: a second, query stream; scheduled
+    sampling: a forward-only first pass = 1/3 of a training pass; ELECTRA: + the generator) and the
+    heads at their labelled positions only."""
+    m, heads = net.model, net.heads
+    c, v = m.config.hidden, m.config.vocab_size
+    tokens = sum(int((b["segment_ids"] > 0).sum()) for b in batches)
+    enc = tokens * m.flops_per_token(seq)
+    total = enc * (2.0 if "plm" in heads else 1.0)
+    if any("labels.sample" in b for b in batches):
+        total += enc / 3
+    if "gen" in heads:
+        g = heads["gen"]
+        n_gen = sum(p.numel() for n, p in g.named_parameters() if n.startswith(("blocks", "project")))
+        total += tokens * (6.0 * n_gen + 12.0 * g.config.layers * g.config.hidden * seq)
+    for name, head in heads.items():
+        n = sum(int((b[head.field] != -100).sum()) for b in batches if head.field in b)
+        width = heads["gen"].config.hidden if name == "gen" else c
+        total += n * 6.0 * ((width * c + c * v) if name != "rtd" else (c * c + 2 * c))
+    return total
+
+
+def regime_plain(batches, regime: str, attention: str, compile_: bool, seq: int, peak: float, warmup: int) -> dict:
+    """The plain bf16 loop (fused AdamW, optionally torch.compile) on one regime's rows."""
+    import torch
+
+    from codept.objectives import LOSS_WEIGHTS_OF
+
+    m, net = build_regime_net(regime, 50304, attention)
+    net = net.to(DEV)
+    weights = LOSS_WEIGHTS_OF.get(REGIMES[regime][0], {})
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-4, fused=DEV == "cuda")
+    fwd = torch.compile(net) if compile_ else net
+    losses = []
+
+    def step(b):
+        b = to_dev(b)
+        with torch.autocast(DEV, dtype=torch.bfloat16):
+            out = fwd(b)
+        loss = sum(weights.get(h, 1.0) * s / n.clamp(min=1) for h, (s, n) in out.items())
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.detach())
+
+    dt = timed_loop(step, batches, warmup)
+    fl = regime_flops(net, batches[warmup:], seq)
+    tokens = sum(int((b["segment_ids"] > 0).sum()) for b in batches[warmup:])
+    res = {"regime": regime, "attention": attention, "compiled": compile_, "tok_s": round(tokens / dt),
+           "model_tflops": round(fl / dt / 1e12, 1), "mfu": round(fl / dt / 1e12 / peak, 4),
+           "loss_first": float(losses[0]), "loss_last": float(losses[-1]), "peak_mem_gib": peak_mem_gib()}
+    del net, opt, fwd
+    if DEV == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    return res
 
 
 def make_batches(out: str, rows: int, seq: int) -> None:
@@ -203,7 +343,7 @@ def kernel_profile(step, batches) -> dict:
 
 
 def engine_smoke(batches, seq: int, micro: int, peak: float, warmup: int, steps: int, compile_: bool = False,
-                 port: int = 29561, profile: bool = False, dropout: float = 0.0) -> dict:
+                 port: int = 29561, profile: bool = False, dropout: float = 0.0, zero_stage: int = -1) -> dict:
     import torch
 
     os.environ.update({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
@@ -216,7 +356,8 @@ def engine_smoke(batches, seq: int, micro: int, peak: float, warmup: int, steps:
     if DEV == "cpu":
         torch.set_num_threads(2)
     cfg = RunConfig(seq_len=seq, micro_batch_rows=micro, global_batch_rows=micro, steps=steps, lr=5e-4,
-                    warmup_steps=10, schedule="cosine", ds_config="zero2_bf16" if DEV == "cuda" else "zero2")
+                    warmup_steps=10, schedule="cosine", ds_config="zero2_bf16" if DEV == "cuda" else "zero2",
+                    zero_stage=zero_stage)
     eng = E.build_engine(net, cfg, world)
     if compile_:
         eng.compile()
@@ -231,7 +372,7 @@ def engine_smoke(batches, seq: int, micro: int, peak: float, warmup: int, steps:
     tokens = sum(int((b["segment_ids"] > 0).sum()) for b in data[warmup:])
     prof = engine_profile(step, data[:4]) if profile else None
     k = max(1, len(losses) // 10)
-    res = {"ds_config": "zero2_bf16", "compiled": compile_, "steps": steps, "tok_s": round(tokens / dt),
+    res = {"ds_config": "zero2_bf16", "zero_stage": zero_stage, "compiled": compile_, "steps": steps, "tok_s": round(tokens / dt),
            "model_tflops": round(fl / dt / 1e12, 1), "mfu": round(fl / dt / 1e12 / peak, 4),
            "loss_first_tenth": round(sum(losses[:k]) / k, 3), "loss_last_tenth": round(sum(losses[-k:]) / k, 3),
            "all_finite": all(x == x and abs(x) < 1e4 for x in losses),
@@ -276,7 +417,14 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="per-kernel GPU time of the compiled plain loop")
     ap.add_argument("--out", default=os.environ.get("OUT", "runs"))
     ap.add_argument("--dry-run", action="store_true", help="CPU, tiny model, 4 micro-batches: check the script")
+    ap.add_argument("--regimes", default="", help="with --make-batches: 'all' or a comma list of "
+                    f"{','.join(REGIMES)} (their rows for the regime_<name> sections)")
     args = ap.parse_args()
+    if args.make_batches and args.regimes:
+        names = list(REGIMES) if args.regimes == "all" else args.regimes.split(",")
+        make_batches(args.make_batches, args.rows, args.seq)
+        base = args.make_batches.removesuffix(".npz")
+        return make_regime_batches(f"{base}_regimes.npz", min(args.rows, 256), args.seq, names)
     if args.make_batches:
         return make_batches(args.make_batches, args.rows, args.seq)
 
@@ -309,7 +457,17 @@ def main() -> None:
         "plain_sdpa_profile": (40, lambda: plain(batches, "sdpa", False, seq, p, w, True)),
         "engine_zero2_bf16_compiled": (200, lambda: engine_smoke(batches, seq, args.micro, p, w, args.engine_steps,
                                                                  compile_=True, port=29562)),
+        "engine_stage0_bf16": (90, lambda: engine_smoke(batches, seq, args.micro, p, w, args.engine_steps,
+                                                        port=29564, zero_stage=0)),
     }
+    regime_file = args.batches.removesuffix(".npz") + "_regimes.npz"
+    for name in REGIMES:  # regime_<name>[_flex][_compiled]: a short plain loop on the regime's own rows
+        rb = (lambda name=name: load_regime_batches(regime_file, name, args.micro, DEV)[: 4 if args.dry_run else 16])
+        for attn in ("sdpa", "flex"):
+            for comp in (False, True):
+                key = f"regime_{name}" + ("_flex" if attn == "flex" else "") + ("_compiled" if comp else "")
+                plan[key] = (120 if comp else 40,
+                             lambda name=name, attn=attn, comp=comp, rb=rb: regime_plain(rb(), name, attn, comp, seq, p, w))
     for name in args.sections.split(","):
         need, fn = plan[name]
         section(name, fn, results, deadline, need)
