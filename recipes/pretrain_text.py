@@ -9,7 +9,7 @@ streams, fixed held-out validation, step loop, logs, exit path); only the corpor
 1. Corpora (``data.corpus``; ``data.text`` / ``data.pairs`` replace them with your own prepare-text
    sources): ``english`` = the standard library's docstrings + pydoc_data topics
    (codept.text.corpora.english_docs); ``chinese`` = the zh_CN gettext catalogs' translations as
-   documents; ``tlm`` = English docs + the de / zh_CN translations as monolingual text, and the
+   documents (MLM only: catalog messages are sorted by msgid, so they have no sentence order); ``tlm`` = English docs + the de / zh_CN translations as monolingual text, and the
    en-de / en-zh_CN catalogs as parallel pairs. Each preset trains (and caches) a BPE on its own
    corpus (codept.text.corpora.tokenizer_for), or takes a model's with ``--init-from DIR``.
 2. prepare-text on rank 0 (cached by content hash), the others find the finished folder; held-out
@@ -102,11 +102,14 @@ def _cpu_model(**kw) -> T.ModelConfig:
 
 
 def english_cpu():
-    return _cpu_run("runs/english_cpu", 900), _cpu_model(), DataConfig()
+    return _cpu_run("runs/english_cpu", 600), _cpu_model(), DataConfig()
 
 
 def chinese_cpu():
-    return _cpu_run("runs/chinese_cpu", 400), _cpu_model(), DataConfig(corpus="chinese")
+    # MLM only: a .mo catalog stores its messages sorted by msgid, so consecutive messages follow no
+    # discourse order and SOP on them would be unanswerable (pass data.mixture=... with your own
+    # Chinese prose as data.text for SOP)
+    return _cpu_run("runs/chinese_cpu", 400), _cpu_model(), DataConfig(corpus="chinese", mixture="mlm@text:1")
 
 
 def tlm_cpu():

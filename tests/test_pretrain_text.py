@@ -58,7 +58,7 @@ def test_english_corpus_is_stdlib_docstrings_and_pydoc_topics():
     from pydoc_data.topics import topics as pydoc_topics
 
     assert len(topics) == len(pydoc_topics) and len(mods) > 100
-    assert all(len(p.read_text().split()) >= 50 for p in mods[:50])
+    assert all(len(p.read_text().split()) >= 40 for p in mods[:50])  # min_words, one docstring each
     assert C.english_docs() == folder  # cached
 
 

@@ -97,6 +97,12 @@ LOSS_WEIGHTS_OF = {
     "electra": {"rtd": 50.0},
 }
 
+# objective -> model settings its batches need (a recipe applies them to its model section):
+# GLM's 2-D positions need the second position table.
+MODEL_OF = {
+    "glm": {"block_positions": True},
+}
+
 
 def build(name: str, vocab, **overrides):
     """The objective `name` with its Config overridden by keyword (unknown keys are an error)."""

@@ -34,6 +34,7 @@ per-language validation metrics.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import math
@@ -47,7 +48,7 @@ from codept.data.collate import collate
 from codept.data.stream import Mixture, PackedStream
 from codept.data.views import view_source
 from codept.model.heads import HEADS, target_counts
-from codept.objectives import HEADS_OF, LOSS_WEIGHTS_OF, OBJECTIVES, VIEWS_OF
+from codept.objectives import HEADS_OF, LOSS_WEIGHTS_OF, MODEL_OF, OBJECTIVES, VIEWS_OF
 from codept.objectives import build as build_objective
 from codept.train import checkpoint
 from codept.train import engine as E
@@ -156,6 +157,8 @@ def configure(items: list[str], run: RunConfig, sections: dict,
     for name in names:  # an objective's default weights (ELECTRA's lambda = 50) where none was given
         for h, w in LOSS_WEIGHTS_OF.get(name, {}).items():
             s.loss.setdefault(h, w)
+        if MODEL_OF.get(name) and "model" in s.sections:  # what its batches need (GLM: block positions)
+            s.sections["model"] = dataclasses.replace(s.sections["model"], **MODEL_OF[name])
     return s, mixture
 
 
