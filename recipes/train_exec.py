@@ -5,8 +5,9 @@ report the falling loss and held-out accuracy next to the majority-class baselin
   python recipes/train_exec.py --traces /tmp/traces --steps 300 --out /tmp/train_exec
 
 Algorithm:
-  1. Views (codept.exec.views.load_views) with the default stdlib tokenizer; split by source item
-     (a module is wholly train or held out).
+  1. Views (codept.exec.views.load_views) with the default stdlib tokenizer; those whose source
+     starts with ``--only`` (default ``stdlib:``) are split by source item (a module is wholly train
+     or held out); ``--extra`` adds views of other sources (``humaneval:``) to training only.
   2. Each step draws ``batch`` training views (rng seeded by (seed, step)), applies the objective,
      packs the examples into rows of ``seq_len`` (codept.data.pack; long units split) and collates
      them; the Pretrainer's head gives (loss_sum, n); AdamW on loss_sum / n.
@@ -52,6 +53,8 @@ def parse(argv):
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--eval-every", type=int, default=50)
+    p.add_argument("--only", default="stdlib:", help="source prefix of the views split into train / held out ('' = all)")
+    p.add_argument("--extra", default="", help="source prefix of views added to TRAINING only (e.g. humaneval:)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="torch threads (1: no oversubscription on a shared box)")
     return p.parse_args(argv)
@@ -90,7 +93,9 @@ def main(argv=None) -> int:
     tok = load_tokenizer(default_tokenizer_dir())
     vocab = Vocab.from_tokenizer(tok)
     views, skipped = load_views(args.traces, tok)
-    train, val = split_by_source(views)
+    train, val = split_by_source([v for v in views if v.source.startswith(args.only)])
+    if args.extra:
+        train += [v for v in views if v.source.startswith(args.extra) and not v.source.startswith(args.only)]
     if not train or not val:
         print(f"train_exec: {len(views)} views ({len(train)} train, {len(val)} held out): need both", file=sys.stderr)
         return 2

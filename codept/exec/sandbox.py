@@ -25,7 +25,8 @@ Algorithm of :func:`run_python` (one call = one sandbox):
      fd, ``CODEPT_RESULT_FD``), never parsed from the program's stdout.
   4. Wall clock: after ``timeout`` seconds the whole process group gets SIGKILL; killing bwrap tears
      down the pid namespace, so double-forked daemons die with it (``--die-with-parent``). As root,
-     a last sweep SIGKILLs any process still owned by the sandbox uid (``swept``: the namespace's
+     a last sweep SIGKILLs any process still in the sandbox's pid namespace or (as root) owned by
+     the sandbox uid (``swept``: the namespace's
      teardown of a fork bomb takes ~0.4 s), waits for the kernel to reap them, and reports any left
      (``survivors``). The reported duration includes this.
 Status: ok | error (non-zero exit) | signal (killed by a signal: segfault, SIGXFSZ, SIGXCPU, ...) |
@@ -36,6 +37,7 @@ CPU shares between parallel sandboxes, non-Linux hosts, code that needs /etc or 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -157,8 +159,8 @@ def _python() -> str:
     return os.path.realpath(sys.executable)
 
 
-def _bwrap_argv(limits: Limits, uid: int, side_fd: int) -> list[str]:
-    a = ["bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net", "--unshare-ipc",
+def _bwrap_argv(limits: Limits, uid: int, side_fd: int, info_fd: int) -> list[str]:
+    a = ["bwrap", "--info-fd", str(info_fd), "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net", "--unshare-ipc",
          "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
     for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         p = Path("/" + top)
@@ -213,10 +215,11 @@ def processes_of(uid: int) -> list[int]:
 
 
 def _launch(args, limits: Limits, stdin, uid: int, sandboxed: bool) -> Result:
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as side:
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as side, \
+            tempfile.TemporaryFile() as info:
         nproc = limits.processes if os.geteuid() == 0 else _own_processes() + limits.processes
         if sandboxed:
-            argv = _prlimit_argv(limits, nproc) + _bwrap_argv(limits, uid, side.fileno())
+            argv = _prlimit_argv(limits, nproc) + _bwrap_argv(limits, uid, side.fileno(), info.fileno())
             env = {"PATH": "/usr/bin:/bin"}
         else:
             argv = _prlimit_argv(limits, nproc)
@@ -224,10 +227,10 @@ def _launch(args, limits: Limits, stdin, uid: int, sandboxed: bool) -> Result:
         argv += [_python(), *PY_FLAGS, *args]
         t0 = time.monotonic()
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                                stdout=out, stderr=err, pass_fds=[side.fileno()], env=env,
+                                stdout=out, stderr=err, pass_fds=[side.fileno(), info.fileno()], env=env,
                                 start_new_session=True, cwd="/" if sandboxed else tempfile.gettempdir())
         status = _wait(proc, stdin, limits.timeout)
-        swept, survivors = _reap(uid) if sandboxed and os.geteuid() == 0 else (0, 0)
+        swept, survivors = _reap(uid, _pid_ns(info)) if sandboxed else (0, 0)
         duration = time.monotonic() - t0
         code, sig = _exit_of(proc.returncode, sandboxed)
         if status != "timeout":
@@ -272,20 +275,64 @@ def _wait(proc: subprocess.Popen, stdin: bytes | None, timeout: float) -> str:
         return "timeout"
 
 
-def _reap(uid: int, grace: float = 0.5) -> tuple[int, int]:
-    """(swept, survivors): after the kill, processes of the sandbox uid still alive get SIGKILL from
-    ``kill(-1)`` run AS that uid (one pass under the kernel's task-list lock: a fork bomb cannot
-    fork past it), then up to `grace` s for the kernel to reap them; survivors = those left."""
-    left = processes_of(uid)
+def _pid_ns(info) -> str | None:
+    """``pid:[inode]`` of the sandbox's pid namespace, from bwrap's --info-fd JSON (bwrap closes
+    that fd before the program starts: the program cannot forge it)."""
+    try:
+        info.seek(0)
+        return f"pid:[{json.loads(info.read(4096))['pid-namespace']}]"
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def in_pid_ns(ns: str | None) -> list[int]:
+    """Pids of live processes inside the pid namespace `ns` (``pid:[inode]``)."""
+    if ns is None:
+        return []
+    out = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if os.readlink(p / "ns" / "pid") == ns:
+                    out.append(int(p.name))
+            except OSError:
+                continue
+    return out
+
+
+def _alive(uid: int, ns: str | None) -> list[int]:
+    """Running (not zombie: a zombie is dead, only not yet reaped by its parent) sandbox processes."""
+    root = os.geteuid() == 0
+    return sorted(p for p in set(in_pid_ns(ns)) | set(processes_of(uid) if root else []) if not _zombie(p))
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return True  # gone
+
+
+def _reap(uid: int, ns: str | None, grace: float = 0.5) -> tuple[int, int]:
+    """(swept, survivors): processes of the sandbox (its pid namespace; as root also its uid) still
+    alive after the run get SIGKILL -- as root from ``kill(-1)`` run AS the sandbox uid (one pass
+    under the kernel's task-list lock: a fork bomb cannot fork past it), else one by one -- then up
+    to `grace` s for the kernel to reap them; survivors = those left."""
+    left = _alive(uid, ns)
     if not left:
         return 0, 0
     swept = len(left)
-    subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "kill", "-9", "-1"],
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"})
+    if os.geteuid() == 0:
+        subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "kill", "-9", "-1"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"})
+    else:
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
     end = time.monotonic() + grace
     while left and time.monotonic() < end:
         time.sleep(0.005)
-        left = processes_of(uid)
+        left = _alive(uid, ns)
     return swept, len(left)
 
 
