@@ -11,6 +11,11 @@ export(model, tokenizer_dir, out_dir):
   ``AutoModel.from_pretrained(out_dir)`` then gives the same last hidden states as the codept model
   on a single bidirectional document (tests/test_hf.py). The BERT pooler is not written: codept does
   not train one, so transformers initialises it at random (and says so) when loading.
+export(..., lm_head=causal LMHead): a DECODER folder, ``BertLMHeadModel`` with ``is_decoder=True`` (causal
+  self-attention, KV cache) and the head as ``cls.predictions``: ``AutoModelForCausalLM`` loads it and its
+  greedy ``generate()`` gives the tokens of codept.model.regimes.greedy (tests/test_regimes.py).
+export_generator(model, generator, ...): ELECTRA's generator (head "gen") as ``ElectraForMaskedLM``; the
+  discriminator is the encoder itself (export(model, ...)).
 init_from(hf_dir) -> (Transformer, ModelConfig):
   1. Read config.json; accept model_type bert, roberta, xlm-roberta with hidden_act "gelu", absolute
      positions, no decoder / cross-attention; anything else is refused with the offending value.
