@@ -342,3 +342,21 @@ def test_electra_exports_discriminator_and_generator(vocab, views, tmp_path):
         assert torch.allclose(disc, net.model.encode(one), atol=1e-5)
         ours = net.heads["gen"].logits(net.heads["gen"].hidden(net.model, one))
         assert torch.allclose(gen(ids).logits, ours, atol=1e-4)
+
+
+def test_recipe_stream_progress_moves_over_the_run(vocab, views):
+    """Defect: the recipe's Mixture had no horizon, so ctx.progress was 0 for the whole run and a
+    scheduled-sampling (or any) schedule never left its start. loop.set_horizon gives it one."""
+    from codept.data.stream import Mixture, PackedStream, Source
+    from codept.train.loop import set_horizon
+
+    obj = build("ar", vocab, schedule="linear", max_share=1.0)
+    make = lambda i, rng, ctx: obj(views[i], rng, ctx)  # noqa: E731
+    stream = PackedStream(Mixture([Source("ar", len(views), make, context=True)], [1.0], seed=0), 128,
+                          vocab.pad_id, buffer=8)
+    rows_of_run = 60
+    assert set_horizon(stream, rows_of_run) > 0
+    rows = [next(stream) for _ in range(rows_of_run)]
+    share = [float(np.mean(r["labels.sample"][r["segment_ids"] > 0] == 1)) for r in rows]
+    assert np.mean(share[:10]) < 0.25 and np.mean(share[-10:]) > 0.6, (share[:10], share[-10:])
+    assert set_horizon(stream, 10) == stream.mixture.horizon  # kept once set (a resume computes the same)
