@@ -3,13 +3,14 @@
 Same files, same run, one worker process each:
   tokenize-only  read + decode + tokenize (ids, offsets) + write Arrow: the floor of any prepare
   codept prepare the whole job (views in a killable worker, manifest, Arrow shards)
-Then peak RSS (main process and worker, from getrusage) of `codept prepare` on the corpus and on a
+Then a second `codept prepare` of the same unchanged corpus into the same folder (a cache hit: the
+time to decide that nothing changed), then peak RSS (main process and worker, from getrusage) of `codept prepare` on the corpus and on a
 10x corpus (10 copies of every file, each made distinct by a leading comment so nothing dedups),
 each run in a fresh interpreter.
 The time ratio is the median over --repeat repeats of (prepare / tokenize-only), the two run back to
 back in each repeat with their order flipping (a shared machine's slow spells then hit both sides).
 Usage: python benchmarks/bench_prepare.py [--files N] [--scale 10] [--workers 1] [--repeat 3]
-Last lines: `prepare/tokenize time ratio: X` and `peak RSS 10x/1x: Y`.
+Last lines: `cache hit: S s`, `prepare/tokenize time ratio: X` and `peak RSS 10x/1x: Y`.
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ import json, resource, sys, time
 from codept.prepare import PrepareConfig, prepare
 t = time.perf_counter()
 s = prepare([sys.argv[1]], out=sys.argv[2], tokenizer_dir=sys.argv[3], cfg=PrepareConfig(workers=int(sys.argv[4])),
-            force=True, progress=False)
+            force=sys.argv[5] == "force", progress=False)
 print(json.dumps({"seconds": time.perf_counter() - t, "viewed": s["viewed"], "tokens": s["tokens"],
+                  "cached": s["cached"],
                   "rss_main_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "rss_worker_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
 """
@@ -54,8 +56,9 @@ def make_corpus(files: list[Path], dest: Path, copies: int) -> None:
             (d / f"{i:04d}_{f.name}").write_bytes(f"# copy {c}\n".encode() + f.read_bytes())
 
 
-def run_prepare(src: Path, out: Path, tok_dir: Path, workers: int) -> dict:
-    r = subprocess.run([sys.executable, "-c", RUN, str(src), str(out), str(tok_dir), str(workers)],
+def run_prepare(src: Path, out: Path, tok_dir: Path, workers: int, force: bool = True) -> dict:
+    r = subprocess.run([sys.executable, "-c", RUN, str(src), str(out), str(tok_dir), str(workers),
+                        "force" if force else "reuse"],
                        capture_output=True, text=True, check=True)
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -96,6 +99,9 @@ def main() -> None:
             else:
                 one = run_prepare(tmp / "x1", tmp / "out1", tok_dir, args.workers)
                 t_tok = tokenize_only()
+            if r == 0:
+                hit = run_prepare(tmp / "x1", tmp / "out1", tok_dir, args.workers, force=False)
+                assert hit["cached"], "the unchanged corpus was rebuilt"
             shutil.rmtree(tmp / "out1")
             runs.append((t_tok, one))
         ratios = sorted(o["seconds"] / t for t, o in runs)
@@ -103,6 +109,7 @@ def main() -> None:
         print(f"corpus: {len(src)} files, {one['tokens']:,} tokens; {args.workers} worker(s)")
         print(f"tokenize-only  {min(t for t, _ in runs):7.2f} s  (best of {args.repeat})")
         print(f"codept prepare {min(o['seconds'] for _, o in runs):7.2f} s  (views of {one['viewed']} files)")
+        print(f"cache hit: {hit['seconds']:.2f} s  (same corpus again, nothing changed)")
         print(f"per-repeat prepare/tokenize ratios: {' '.join(f'{x:.2f}' for x in ratios)}")
         make_corpus(files, tmp / f"x{args.scale}", args.scale)
         big = run_prepare(tmp / f"x{args.scale}", tmp / "outN", tok_dir, args.workers)

@@ -16,13 +16,24 @@ Parsing untrusted code can hang (pathological grammars states, giant files) or c
 5. A broken pool is an error, not a skip per item: if ``init`` raises in a worker, or the first
    ``max_initial_crashes`` items all crash their workers before any item succeeds (a killed or
    misconfigured environment, not bad input), :class:`WorkersFailing` is raised with the cause.
-Cost: a spawn (~1 s of imports) per worker and per replacement; pickling of each result.
-Not covered: memory limits (use the OS: cgroups / ulimit), retries.
+6. Memory: with ``memory_limit`` (bytes) a worker sets its soft ``RLIMIT_DATA`` to it after ``init``
+   (heap, anonymous mappings and thread stacks of the whole worker, tokenizer and grammars
+   included; not the shared libraries, so the bound does not grow with reserved-but-unused address
+   space the way ``RLIMIT_AS`` does). An item that runs into it gets ``MemoryError`` from malloc
+   and is reported as ``too_much_memory``; so is a worker killed by SIGABRT under a limit (native
+   code, Rust's allocator in tokenizers, aborts on a failed allocation: a heuristic, since another
+   native abort would read the same); :func:`memory_headroom` lets ``fn`` refuse an item it
+   estimates too big before trying. :func:`default_memory_limit` splits 80% of
+   the machine's RAM over the workers, so all of them at their limit cannot take the host down.
+Cost: a spawn (~1 s of imports) per worker and per replacement; pickling of each result and item.
+Not covered: retries; a limit on memory shared between workers (use cgroups for that).
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
+import resource
 import time
 import traceback
 from multiprocessing.connection import wait
@@ -33,9 +44,36 @@ class WorkersFailing(RuntimeError):
     """The worker processes cannot do any work (init fails, or every item so far crashed a worker)."""
 
 
-def _serve(conn, init, init_args, fn) -> None:
+def default_memory_limit(workers: int, share: float = 0.8) -> int:
+    """``share`` of physical RAM split evenly over ``workers`` (bytes)."""
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return int(ram * share / max(1, workers))
+
+
+def _limit_memory(limit: int) -> None:
+    if limit > 0:
+        _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+        resource.setrlimit(resource.RLIMIT_DATA, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
+
+
+def memory_headroom() -> int | None:
+    """Bytes left under this process's soft RLIMIT_DATA (None: no limit, or not Linux)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_DATA)
+    if soft == resource.RLIM_INFINITY:
+        return None
+    try:
+        with open("/proc/self/status") as f:
+            used = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmData:"))
+    except (OSError, StopIteration, ValueError):
+        return None
+    return soft - used
+
+
+def _serve(conn, init, init_args, fn, memory_limit: int = 0) -> None:
     try:
         state = init(*init_args) if init else None
+        _limit_memory(memory_limit)
+        conn.send(("ready",))  # from here on a SIGABRT under a memory limit reads as too_much_memory
     except Exception as e:  # told to the parent with its first task, which raises WorkersFailing
         conn.send(("init_failed", f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=5)}"))
         try:
@@ -50,19 +88,31 @@ def _serve(conn, init, init_args, fn) -> None:
         idx, item = msg
         try:
             conn.send((idx, True, fn(state, item)))
+        except MemoryError:  # the frames that held the memory are gone: the worker lives on
+            conn.send((idx, False, ("too_much_memory", f"over the worker memory limit of {memory_limit >> 20} MiB")))
         except Exception as e:  # reported, the worker lives on
             conn.send((idx, False, (type(e).__name__, f"{e}\n{traceback.format_exc(limit=3)}")))
 
 
+def _crash(code: int | None, memory_limit: int) -> tuple[str, str]:
+    """A dead worker's reason. Under a memory limit, SIGABRT is native code (Rust's allocator in
+    tokenizers) aborting on a failed allocation: ``too_much_memory``; anything else ``worker_crash``."""
+    if memory_limit > 0 and code == -6:
+        return "too_much_memory", f"worker aborted (a native allocation failed) under the limit of {memory_limit >> 20} MiB"
+    limit = f" (memory limit {memory_limit >> 20} MiB)" if memory_limit > 0 else ""
+    return "worker_crash", f"worker exited with code {code}{limit}"
+
+
 class _Worker:
-    def __init__(self, ctx, init, init_args, fn):
+    def __init__(self, ctx, init, init_args, fn, memory_limit: int = 0):
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child, init, init_args, fn), daemon=True)
+        self.proc = ctx.Process(target=_serve, args=(child, init, init_args, fn, memory_limit), daemon=True)
         self.proc.start()
         child.close()
         self.task: int | None = None
         self.started = 0.0
         self.warm = False  # has returned a result: start-up imports are done
+        self.ready = False  # init finished and the memory limit is set
 
     def kill(self) -> None:
         self.proc.kill()
@@ -80,15 +130,17 @@ def isolated_map(
     init_args: tuple = (),
     startup_timeout: float = 120.0,
     max_initial_crashes: int = 8,
+    memory_limit: int = 0,
 ) -> Iterator[tuple[int, bool, Any]]:
     """Yield (index, ok, result-or-(reason, detail)) for every item. `fn(state, item)` must be a
-    module-level function; `state` is what `init(*init_args)` returned in that worker."""
+    module-level function; `state` is what `init(*init_args)` returned in that worker.
+    `memory_limit`: bytes of RLIMIT_DATA per worker (0 or less: none)."""
     ctx = mp.get_context("spawn")
     todo = enumerate(items)  # pulled lazily: only `workers` items are in flight at any time
     nxt = next(todo, None)
     if nxt is None:
         return
-    pool = [_Worker(ctx, init, init_args, fn) for _ in range(max(1, workers))]
+    pool = [_Worker(ctx, init, init_args, fn, memory_limit) for _ in range(max(1, workers))]
     succeeded, crashed = False, 0
     try:
         while nxt is not None or any(w.task is not None for w in pool):
@@ -116,9 +168,12 @@ def isolated_map(
                                 f"the first {crashed} items all crashed their worker processes (last exit "
                                 f"code {code}) and none succeeded: the environment kills the workers "
                                 "(memory limit? /dev/shm?), not bad input") from None
-                        yield w.task, False, ("worker_crash", f"worker exited with code {code}")
+                        yield w.task, False, _crash(code, memory_limit if w.ready else 0)
                         w.kill()
-                        pool[i] = _Worker(ctx, init, init_args, fn)
+                        pool[i] = _Worker(ctx, init, init_args, fn, memory_limit)
+                        continue
+                    if msg == ("ready",):
+                        w.ready = True
                         continue
                     if len(msg) == 2:  # ("init_failed", traceback)
                         raise WorkersFailing(f"worker initialisation failed: {msg[1]}")
@@ -129,7 +184,7 @@ def isolated_map(
                 elif now - w.started > timeout + (0 if w.warm else startup_timeout):
                     yield w.task, False, ("timeout", f"no result after {timeout:g}s")
                     w.kill()
-                    pool[i] = _Worker(ctx, init, init_args, fn)
+                    pool[i] = _Worker(ctx, init, init_args, fn, memory_limit)
     finally:
         for w in pool:
             try:

@@ -1,29 +1,45 @@
 """``codept prepare``: a corpus -> CodeViews on disk (a Hugging Face dataset) + a manifest of every input.
 
-1. Inputs (codept.data.records): files, directories, globs, jsonl/parquet rows, saved HF datasets;
-   with no sources, the running interpreter's standard library. Every input is a Record (to view)
-   or a Skip with a reason, in input order.
-2. Plan (main process, one streaming pass): the bytes of every record are hashed for the cache key;
-   with ``--num-shards N`` a record belongs to shard ``sha1(normalised content) mod N`` (so exact
-   copies land on one machine and exact dedup stays exact across machines); exact duplicates
-   (normalised content hash, codept.data.dedup) are marked here, before any work is spent on them.
-3. Cache key = sha256 of the codept version and view-building source code, every grammar's
-   fingerprint (language.toml + queries + wheel version), the tokenizer's JSON, the settings and every
-   input's origin, language and content. A complete folder for the key is reused; anything else is
-   rebuilt (never served stale).
-4. Views are built in killable worker processes (codept.parallel): read + filters (size, binary,
-   UTF-8, empty) -> redaction of secrets/PII (codept.data.redact, on by default) -> optional MinHash
-   signature -> build_view. A file that hangs or crashes a worker becomes a skip (``timeout`` /
-   ``worker_crash``); the job goes on. Near-duplicates are decided in input order in the main
-   process, so the result does not depend on the number of workers.
-5. Output, in input order: Arrow shards with ``Dataset.save_to_disk`` metadata
+1. Inputs (codept.data.records): files, directories, globs, jsonl/parquet rows, saved HF datasets,
+   and from Python a (streaming) ``datasets.IterableDataset``; with no sources, the running
+   interpreter's standard library. Every input is a Record (to view) or a Skip with a reason, in
+   input order. Sources that name nothing that exists are an error (:class:`NothingToPrepare`):
+   no folder is made, nothing is cached.
+2. Cache check first, from names and ``stat`` only (``records.list_sources``): an index entry
+   (``<cache>/views/index/<listing key>.json``, or ``listing.json`` inside a ``--out`` folder) maps the listing (settings + the files that decide the
+   records) to the content key of its last build and to the stat key (the same files' device, inode,
+   size, mtime_ns, ctime_ns) it was built from. An equal stat key and a complete folder: served
+   without reading any input. Any change of stat (or a listing written while files were still
+   changing: *racy*, see records) falls back to hashing: if a complete folder exists for the
+   listing, one hash pass computes the content key and reuses it when equal; otherwise the build
+   below hashes while it reads. Never served stale: the content key decides, stat only short-cuts
+   it when no file can have changed unseen.
+3. Content key (unchanged semantics) = sha256 of the codept version and view-building source code,
+   every grammar's fingerprint (language.toml + queries + wheel version), the tokenizer's JSON, the
+   settings and every input's origin, language and content (names hashed as their bytes on disk,
+   also when they are not UTF-8).
+4. One build per node: an exclusive ``flock`` on a lock file next to the output folder
+   (codept.data.jobs.build_lock); the other ranks wait, then find the folder in the cache check.
+   A default-folder build is written to ``views/.build-<listing key>`` and renamed to
+   ``views/<content key>`` when done.
+5. Build, one read per input: the main process reads each input once (at most ``max_bytes + 1``
+   bytes), hashes it into the key, decides its shard (``sha1(normalised content) mod N``: exact
+   copies land on one machine) and exact duplicates (codept.data.dedup), and hands the bytes to a
+   killable worker (codept.parallel): filters (size, binary, UTF-8, empty) -> redaction
+   (codept.data.redact) -> optional MinHash signature -> build_view. A file that hangs, crashes or
+   exhausts its worker's memory limit becomes a skip (``timeout`` / ``worker_crash`` /
+   ``too_much_memory``). Near-duplicates are decided in input order in the main process, so the
+   result does not depend on the number of workers.
+6. Output, in input order: Arrow shards with ``Dataset.save_to_disk`` metadata
    (``datasets.load_from_disk(DIR)`` opens them memory-mapped; :func:`load_views`),
-   ``manifest.jsonl`` (one row per input, streamed: viewed or skipped with reason, redaction counts),
-   ``summary.json``, and ``DONE`` last, so a killed job never leaves a folder that looks complete.
+   ``manifest.jsonl`` (one row per input, streamed), ``summary.json``, and ``DONE`` last.
 Why not ``datasets.map(num_proc)``: it can neither kill a hung worker nor survive one that segfaults,
-and a parser fed hostile input can do both. Cost: ~ view building / workers + one read of the
-inputs for the plan; memory bounded by the plan's per-input hashes, not by the corpus.
-Not covered: near-dedup across machines (each shard dedups its own records).
+and a parser fed hostile input can do both. Cost: a cache hit ~ one ``stat`` per input; a build ~
+view building / workers + one read of the inputs; a stat change on unchanged inputs ~ one read;
+memory bounded by the per-input dedup hashes and the in-flight inputs, not by the corpus.
+Not covered: near-dedup across machines (each shard dedups its own records); a cache hit for a
+stream (a dataset object has no listing: it is read and built again, and the folder for an equal
+content key is kept); locks across machines sharing one network cache folder (see codept.data.jobs).
 """
 
 from __future__ import annotations
@@ -31,25 +47,34 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Iterator
 
-import pyarrow as pa
-
 from codept import __version__
-from codept.data.jobs import SHARD_ROWS, ShardWriter, progress as progress_bar  # noqa: F401
 from codept.data.dedup import ExactDedup, NearDedup, content_hash, minhash_signature
-from codept.data.records import Record, Skip, iter_records, record_text
+from codept.data.jobs import (  # noqa: F401  (SHARD_ROWS, ShardWriter: their old home)
+    SHARD_ROWS,
+    NothingToPrepare,
+    ShardWriter,
+    build_lock,
+    fresh_folder,
+    is_complete,
+    key_bytes,
+    mark_done,
+    printable,
+    publish,
+    read_summary,
+)
+from codept.data.jobs import progress as progress_bar
+from codept.data.records import Listing, Record, Skip, iter_records, list_sources, record_text
 from codept.data.redact import redact
 from codept.data.sources import stdlib_files
 from codept.structure import grammar, kinds
 from codept.structure.view import ARROW_SCHEMA, build_view
 from codept.tokenizer import cache_dir, default_tokenizer_dir, load_tokenizer, tokenizer_fingerprint
-
 
 
 @dataclass(frozen=True)
@@ -66,31 +91,38 @@ class PrepareConfig:
     near_dedup: float = 0.0  # MinHash Jaccard threshold for near-duplicates; 0 = off
     num_perm: int = 128  # MinHash permutations
     shingle: int = 5  # words per MinHash shingle
+    worker_memory: int = 0  # address-space limit per worker in bytes; 0 = 80% of RAM / workers, -1 = none
 
     def __post_init__(self):
         if not 0 <= self.shard_index < self.num_shards:
             raise ValueError(f"shard_index={self.shard_index} not in [0, num_shards={self.num_shards})")
         if not 0.0 <= self.near_dedup < 1.0:
             raise ValueError(f"near_dedup={self.near_dedup} must be in [0, 1) (0 = off)")
+        if self.worker_memory < -1:
+            raise ValueError(f"worker_memory={self.worker_memory} must be bytes > 0, 0 (derived) or -1 (none)")
 
 
 def shard_of(key: str, num_shards: int) -> int:
     """Stable across machines and Python runs (sha1, not hash())."""
-    return int.from_bytes(hashlib.sha1(key.encode()).digest()[:8], "big") % num_shards
+    return int.from_bytes(hashlib.sha1(key_bytes(key)).digest()[:8], "big") % num_shards
 
 
-def _items(sources: list[str]) -> Iterator[Record | Skip]:
-    return iter_records(sources if sources else [str(p) for p in stdlib_files()])
+def _sources(sources: list) -> list:
+    return list(sources) if sources else [str(p) for p in stdlib_files()]
 
 
-def _raw(rec: Record, max_bytes: int) -> bytes | None:
-    if rec.content is None:
-        try:
-            with open(rec.path, "rb") as f:
-                return f.read(max_bytes + 1)
-        except OSError:
-            return None
-    return rec.content if isinstance(rec.content, bytes) else rec.content.encode("utf-8", "surrogatepass")
+def _read(rec: Record, max_bytes: int) -> tuple[bytes | None, tuple[str, str] | None]:
+    """The one read of an input: (at most max_bytes + 1 bytes, or None; a refusal (reason, detail))."""
+    if rec.content is not None:
+        raw = rec.content if isinstance(rec.content, bytes) else rec.content.encode("utf-8", "surrogatepass")
+        return raw, None
+    try:
+        with open(rec.path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            raw = f.read(max_bytes + 1)
+    except OSError as e:
+        return None, ("unreadable", f"{type(e).__name__}: {e}")
+    return raw, (("too_large", f"{size} bytes > max_bytes={max_bytes}") if size > max_bytes else None)
 
 
 # -- workers -------------------------------------------------------------------------------------
@@ -100,17 +132,31 @@ def _init_worker(tokenizer_dir: str, cfg: dict):
     return load_tokenizer(tokenizer_dir), PrepareConfig(**cfg)
 
 
+VIEW_BYTES_FACTOR = 250  # peak worker memory / input bytes: 2.4 GB for a 10 MB .py, 7.5 GB for a 30 MB .js
+
+
+def _check_memory(n_bytes: int) -> None:
+    """Refuse an input whose view would not fit under the worker's memory limit (before trying)."""
+    from codept.parallel import memory_headroom
+
+    room = memory_headroom()
+    if room is not None and n_bytes * VIEW_BYTES_FACTOR > room:
+        raise grammar.SkipFile("too_much_memory", f"{n_bytes} bytes need ~{n_bytes * VIEW_BYTES_FACTOR >> 20} MiB "
+                               f"to view ({VIEW_BYTES_FACTOR}x), {max(room, 0) >> 20} MiB left under the worker limit")
+
+
 def _view_one(state, item):
     """Worker body: (index, Record) -> (index, 'ok', record, stats) or (index, 'skip', reason, detail)."""
     tok, cfg = state
     idx, rec = item
     try:
         text = record_text(rec, cfg.max_bytes)
+        _check_memory(len(rec.content) if rec.content is not None else len(text))
         redacted: Counter = Counter()
         if cfg.redact:
             text, redacted = redact(text)
         sig = minhash_signature(text, cfg.num_perm, cfg.shingle) if cfg.near_dedup else None
-        v = build_view(rec.path, rec.lang, text, tok, max_depth=cfg.max_depth)
+        v = build_view(printable(rec.path), rec.lang, text, tok, max_depth=cfg.max_depth)
     except grammar.SkipFile as e:
         return idx, "skip", e.reason, e.detail
     stats = {
@@ -128,9 +174,6 @@ def _view_one(state, item):
     return idx, "ok", v.to_record(), stats
 
 
-# -- output --------------------------------------------------------------------------------------
-
-
 def load_views(*outs: str | Path):
     """Prepared views as one memory-mapped ``datasets.Dataset`` (rows: CodeView.to_record()).
     Several folders (the shards of a multi-machine prepare) are read as one dataset."""
@@ -145,22 +188,22 @@ def load_views(*outs: str | Path):
     return parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
 
 
-# -- the job -------------------------------------------------------------------------------------
+# -- keys and the cache check --------------------------------------------------------------------
 
 
 def _code_fingerprint() -> bytes:
     """The code that turns an input into a view, so a development checkout never serves stale views."""
     pkg = Path(__file__).resolve().parent
     h = hashlib.sha256()
-    data = [pkg / "data" / f"{m}.py" for m in ("sources", "records", "redact", "dedup")]
+    data = [pkg / "data" / f"{m}.py" for m in ("sources", "records", "redact", "dedup", "jobs", "viewrows")]
     for f in sorted([*pkg.glob("structure/*.py"), *data, pkg / "prepare.py", pkg / "tokenizer.py"]):
-        h.update(f.read_bytes())
+        if f.is_file():
+            h.update(f.read_bytes())
     return h.digest()
 
 
-def _plan(sources: list[str], cfg: PrepareConfig, tokenizer_dir: Path) -> tuple[str, dict, int]:
-    """One pass over the inputs: (cache key, {index: duplicate-of origin}, number of inputs).
-    Inputs of other shards are left out of both (their index is simply never planned)."""
+def _settings(cfg: PrepareConfig, tokenizer_dir: Path):
+    """sha256 state after everything but the inputs (the start of every key)."""
     h = hashlib.sha256()
     h.update(f"codept {__version__}\n".encode())
     h.update(_code_fingerprint())
@@ -168,163 +211,292 @@ def _plan(sources: list[str], cfg: PrepareConfig, tokenizer_dir: Path) -> tuple[
     h.update(tokenizer_fingerprint(load_tokenizer(tokenizer_dir)).encode())
     cfg_d = asdict(cfg)
     cfg_d.pop("workers")  # does not change the output
+    if not cfg_d["worker_memory"]:
+        cfg_d.pop("worker_memory")  # the machine-derived default: keys stay those of earlier versions
     h.update(json.dumps(cfg_d, sort_keys=True).encode())
-    exact = ExactDedup()
-    dups: dict[int, str] = {}
-    n = 0
-    for i, item in enumerate(_items(sources)):
-        n = i + 1
-        if isinstance(item, Skip):
-            h.update(f"skip\0{item.origin}\0{item.reason}\0".encode())
-            continue
-        raw = _raw(item, cfg.max_bytes)
-        h.update(f"{item.origin}\0{item.lang}\0".encode())
-        h.update(hashlib.sha256(raw).digest() if raw is not None else b"unreadable")
-        if cfg.dedup and raw is not None and len(raw) <= cfg.max_bytes and raw.strip():  # empty: own reason
-            kept = exact.check_hash(content_hash(raw), item.origin)
-            if kept is not None:
-                dups[i] = kept
-    return h.hexdigest()[:20], dups, n
+    return h
 
 
-def _in_shard(item: Record | Skip, cfg: PrepareConfig) -> bool:
-    if cfg.num_shards == 1:
-        return True
-    if isinstance(item, Skip):
-        return shard_of(item.origin, cfg.num_shards) == cfg.shard_index
-    raw = _raw(item, cfg.max_bytes)
-    return shard_of(content_hash(raw) if raw is not None else item.origin, cfg.num_shards) == cfg.shard_index
+def _hexkey(settings, lines: list[str]) -> str:
+    h = settings.copy()
+    for line in lines:
+        h.update(key_bytes(line) + b"\n")
+    return h.hexdigest()[:20]
 
 
-def prepare(sources: list[str], out: Path | None = None, tokenizer_dir: Path | None = None,
+@dataclass
+class _Cache:
+    """Where the folder of a job lives and what the index says about it."""
+
+    listing: Listing
+    listing_key: str
+    stat_key: str
+    out: Path | None  # the user's --out, or None for the cache folder
+
+    @property
+    def index(self) -> Path:
+        """A --out folder keeps its own entry (``listing.json``, written after DONE); the cache folder
+        of a listing is found through ``views/index/``."""
+        if self.out is not None:
+            return self.out / "listing.json"
+        return cache_dir() / "views" / "index" / f"{self.listing_key}.json"
+
+    def folder(self, key: str) -> Path:
+        return self.out if self.out is not None else cache_dir() / "views" / key
+
+    def entry(self) -> dict:
+        try:
+            return json.loads(self.index.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def stat_hit(self) -> dict | None:
+        """Served from stat alone: the index entry's stat key equals today's and its folder is complete."""
+        e = self.entry()
+        if self.listing.streamed or not e.get("stat_key") or e["stat_key"] != self.stat_key \
+                or e.get("listing_key") != self.listing_key:
+            return None
+        return _served(self.folder(e["content_key"]), e["content_key"])
+
+    def candidate(self) -> Path | None:
+        """A complete folder this listing may reuse (then a hash pass decides)."""
+        if self.out is not None:
+            return self.out if is_complete(self.out) else None
+        e = self.entry()
+        return self.folder(e["content_key"]) if e and is_complete(self.folder(e["content_key"])) else None
+
+    def remember(self, key: str) -> None:
+        """Index entry for the next run; no stat key while files were still changing (racy)."""
+        if self.listing.streamed:
+            return
+        entry = {"content_key": key, "listing_key": self.listing_key,
+                 "stat_key": None if self.listing.racy else self.stat_key}
+        self.index.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.index.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(entry) + "\n")
+        os.replace(tmp, self.index)
+
+
+def _served(folder: Path, key: str) -> dict | None:
+    if not is_complete(folder, key):
+        return None
+    return {**read_summary(folder), "cached": True}
+
+
+def _missing(sources: list) -> NothingToPrepare:
+    shown = ", ".join(printable(str(s)) for s in sources[:5]) + (" ..." if len(sources) > 5 else "")
+    return NothingToPrepare(f"nothing to prepare: no source exists ({shown}); every source must be an existing "
+                            "file, directory, glob with matches, data file or dataset")
+
+
+# -- the job -------------------------------------------------------------------------------------
+
+
+def prepare(sources: list, out: Path | None = None, tokenizer_dir: Path | None = None,
             cfg: PrepareConfig = PrepareConfig(), force: bool = False, progress: bool = True) -> dict:
-    """Build (or reuse) the views of `sources`; returns the summary dict (also in summary.json)."""
+    """Build (or reuse) the views of `sources`; returns the summary dict (also in summary.json).
+    `sources`: paths/globs/data files (str or PathLike) and/or ``datasets`` dataset objects."""
     t0 = time.time()
     tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else default_tokenizer_dir()
-    key, dups, n_inputs = _plan(sources, cfg, tokenizer_dir)
-    out = Path(out) if out else cache_dir() / "views" / key
-    if (out / "DONE").is_file() and not force:
-        old = json.loads((out / "summary.json").read_text())
-        if old.get("cache_key") == key:
-            old["cached"] = True
-            return old
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    sources = _sources(sources)
+    listing = list_sources(sources)
+    if not listing.exists and not listing.streamed:
+        raise _missing(sources)
+    settings = _settings(cfg, tokenizer_dir)
+    cache = _Cache(listing, _hexkey(settings, listing.entries), _hexkey(settings, listing.stats),
+                   Path(out) if out else None)
+    if not force and (hit := cache.stat_hit()):
+        return hit
+    lock_on = cache.out or cache_dir() / "views" / f".build-{cache.listing_key}"
+    with build_lock(lock_on):
+        if not force and (hit := cache.stat_hit() or _hash_hit(sources, cfg, settings, cache)):
+            return hit
+        summary = _build(sources, cfg, settings, cache, tokenizer_dir, progress, t0, force)
+    return summary
 
-    from codept.parallel import WorkersFailing, isolated_map
 
+def _hash_hit(sources: list, cfg: PrepareConfig, settings, cache: _Cache) -> dict | None:
+    """Stat changed but a complete folder exists: one hash pass says whether the content did."""
+    if cache.listing.streamed or cache.candidate() is None:
+        return None
+    planner = _Planner(cfg, settings.copy())
+    for item in iter_records(sources):
+        planner.take(item)
+    key = planner.key()
+    hit = _served(cache.folder(key), key)
+    if hit is not None:
+        cache.remember(key)
+    return hit
+
+
+class _Planner:
+    """The main process's part, input by input in order: hash into the key, shard, exact dedup."""
+
+    def __init__(self, cfg: PrepareConfig, h):
+        self.cfg, self.h, self.exact, self.n = cfg, h, ExactDedup(), 0
+
+    def key(self) -> str:
+        return self.h.hexdigest()[:20]
+
+    def _mine(self, shard_key: str) -> bool:
+        return self.cfg.num_shards == 1 or shard_of(shard_key, self.cfg.num_shards) == self.cfg.shard_index
+
+    def take(self, item: Record | Skip) -> tuple[str, object]:
+        """-> ('other', None) | ('settled', (skip, reason, detail)) | ('view', Record with its bytes)."""
+        self.n += 1
+        if isinstance(item, Skip):
+            self.h.update(key_bytes(f"skip\0{item.origin}\0{item.reason}\0"))
+            return ("settled", ("skip", item.reason, item.detail)) if self._mine(item.origin) else ("other", None)
+        cfg = self.cfg
+        raw, refused = _read(item, cfg.max_bytes)
+        self.h.update(key_bytes(f"{item.origin}\0{item.lang}\0"))
+        self.h.update(hashlib.sha256(raw).digest() if raw is not None else b"unreadable")
+        digest = content_hash(raw) if raw is not None else None
+        kept = None
+        if cfg.dedup and raw is not None and len(raw) <= cfg.max_bytes and raw.strip():  # empty: own reason
+            kept = self.exact.check_hash(digest, item.origin)
+        if not self._mine(digest or item.origin):
+            return "other", None
+        if refused is not None:
+            return "settled", ("skip", *refused)
+        if kept is not None:
+            return "settled", ("skip", "duplicate", f"same content as {kept}")
+        return "view", replace(item, content=raw)
+
+
+class _Tally:
+    """Settles results in input order: manifest rows, Arrow rows, per-language counts."""
+
+    def __init__(self, folder: Path, near: NearDedup | None, bar):
+        self.writer = ShardWriter(folder, ARROW_SCHEMA)
+        self.manifest = open(folder / "manifest.jsonl", "w")
+        self.near, self.bar = near, bar
+        self.totals: Counter = Counter()
+        self.reasons: Counter = Counter()
+        self.redacted: Counter = Counter()
+        self.spans: Counter = Counter()
+        self.per_lang: dict[str, Counter] = {}
+
+    def settle(self, meta: tuple[str, str, str], res: tuple) -> None:
+        origin, path, lang = meta
+        row = {"origin": origin, "path": path, "lang": lang or None}
+        if res[0] == "ok" and self.near is not None:
+            kept = self.near.check_signature(res[2]["signature"], origin)
+            if kept is not None:
+                res = ("skip", "near_duplicate", f"similar to {kept}")
+        lc = self.per_lang.setdefault(lang or "unknown", Counter())
+        if res[0] == "ok":
+            self._viewed(row, lc, res[1], res[2])
+        else:
+            row.update(status="skipped", reason=res[1], detail=res[2])
+            self.reasons[res[1]] += 1
+            lc[f"skipped:{res[1]}"] += 1
+        self.manifest.write(json.dumps(row) + "\n")
+        self.bar(1)
+
+    def _viewed(self, row: dict, lc: Counter, rec: dict, st: dict) -> None:
+        self.writer.write(rec)
+        row.update(status="viewed", bytes=st["bytes"], tokens=st["tokens"], has_error=st["has_error"])
+        if st["redacted"]:
+            row["redacted"] = st["redacted"]
+            self.redacted.update(st["redacted"])
+        lc["viewed"] += 1
+        lc["tokens"] += st["tokens"]
+        lc["bytes"] += st["bytes"]
+        lc["with_syntax_errors"] += st["has_error"]
+        for k in ("idents", "bindings", "functions", "documented"):
+            self.totals[k] += st[k]
+        self.spans.update(st["spans"])
+
+    def viewed(self) -> int:
+        return sum(c["viewed"] for c in self.per_lang.values())
+
+    def summary(self) -> dict:
+        return {
+            "viewed": self.viewed(),
+            "skipped": dict(sorted(self.reasons.items())),
+            "redacted": dict(sorted(self.redacted.items())),
+            "per_lang": {k: dict(v) for k, v in sorted(self.per_lang.items())},
+            "tokens": sum(c["tokens"] for c in self.per_lang.values()),
+            "bytes": sum(c["bytes"] for c in self.per_lang.values()),
+            "spans": {list(kinds.SPAN_KINDS)[k]: n for k, n in sorted(self.spans.items())},
+            **dict(self.totals),
+        }
+
+
+def _build(sources: list, cfg: PrepareConfig, settings, cache: _Cache, tokenizer_dir: Path, progress: bool,
+           t0: float, force: bool) -> dict:
+    """Read every input once, view the new ones in workers, write the folder; returns the summary."""
+    from codept.parallel import WorkersFailing, default_memory_limit, isolated_map
+
+    folder = fresh_folder(cache.out or cache_dir() / "views" / f".build-{cache.listing_key}")
     workers = cfg.workers or os.cpu_count() or 1
+    memory = cfg.worker_memory if cfg.worker_memory else default_memory_limit(workers)
+    planner = _Planner(cfg, settings.copy())
     near = NearDedup(cfg.near_dedup, cfg.num_perm, cfg.shingle) if cfg.near_dedup else None
-    writer = ShardWriter(out, ARROW_SCHEMA)
-    manifest = open(out / "manifest.jsonl", "w")
+    bar = progress_bar(None, progress)
+    tally = _Tally(folder, near, bar)
     results: dict[int, tuple] = {}  # finished, waiting for their turn in input order
-    meta: dict[int, tuple[str, str, str]] = {}  # index -> (origin, path, lang) of in-flight inputs
-    totals: Counter = Counter()
-    reasons: Counter = Counter()
-    redacted: Counter = Counter()
-    spans: Counter = Counter()
-    per_lang: dict[str, Counter] = {}
+    meta: dict[int, tuple[str, str, str]] = {}  # index -> (origin, path, lang) of unsettled inputs
     planned: list[int] = []  # indices of this shard, in input order
     sent: list[int] = []  # input index of every record handed to the workers, in order
-    bar = progress_bar(n_inputs, progress)
 
     def work() -> Iterator[tuple[int, Record]]:
-        """Records to view; skips, duplicates and other shards' inputs are settled on the way."""
-        for i, item in enumerate(_items(sources)):
-            if not _in_shard(item, cfg):
+        for i, item in enumerate(iter_records(sources)):
+            what, value = planner.take(item)
+            if what == "other":
                 bar(1)
                 continue
             planned.append(i)
-            if isinstance(item, Skip):
-                meta[i] = (item.origin, item.path, "")
-                results[i] = ("skip", item.reason, item.detail)
-            elif i in dups:
-                meta[i] = (item.origin, item.path, item.lang)
-                results[i] = ("skip", "duplicate", f"same content as {dups[i]}")
+            meta[i] = (item.origin, item.path, getattr(item, "lang", ""))
+            if what == "settled":
+                results[i] = value
             else:
-                meta[i] = (item.origin, item.path, item.lang)
                 sent.append(i)
-                yield i, item
-
-    def settle(i: int, res: tuple) -> None:
-        origin, path, lang = meta.pop(i)
-        row = {"origin": origin, "path": path, "lang": lang or None}
-        status = res[0]
-        if status == "ok" and near is not None:
-            kept = near.check_signature(res[2]["signature"], origin)
-            if kept is not None:
-                status, res = "skip", ("skip", "near_duplicate", f"similar to {kept}")
-        lc = per_lang.setdefault(lang or "unknown", Counter())
-        if status == "ok":
-            rec, st = res[1], res[2]
-            writer.write(rec)
-            row.update(status="viewed", bytes=st["bytes"], tokens=st["tokens"], has_error=st["has_error"])
-            if st["redacted"]:
-                row["redacted"] = st["redacted"]
-                redacted.update(st["redacted"])
-            lc["viewed"] += 1
-            lc["tokens"] += st["tokens"]
-            lc["bytes"] += st["bytes"]
-            lc["with_syntax_errors"] += st["has_error"]
-            for k in ("idents", "bindings", "functions", "documented"):
-                totals[k] += st[k]
-            spans.update(st["spans"])
-        else:
-            row.update(status="skipped", reason=res[1], detail=res[2])
-            reasons[res[1]] += 1
-            lc[f"skipped:{res[1]}"] += 1
-        manifest.write(json.dumps(row) + "\n")
-        bar(1)
+                yield i, value
 
     pos = 0  # next index of `planned` to settle
 
     def drain() -> None:
         nonlocal pos
         while pos < len(planned) and planned[pos] in results:
-            settle(planned[pos], results.pop(planned[pos]))
+            tally.settle(meta.pop(planned[pos]), results.pop(planned[pos]))
             pos += 1
 
-    for k, ok, value in isolated_map(_view_one, work(), workers=workers, timeout=cfg.timeout,
-                                     init=_init_worker, init_args=(str(tokenizer_dir), asdict(cfg))):
+    for k, ok, value in isolated_map(_view_one, work(), workers=workers, timeout=cfg.timeout, init=_init_worker,
+                                     init_args=(str(tokenizer_dir), asdict(cfg)), memory_limit=memory):
         if ok:
             i, status, a, b = value
             results[i] = (status, a, b) if status == "skip" else ("ok", a, b)
-        else:  # the worker crashed, hung or raised: a recorded skip, never a crash of the job
+        else:  # the worker crashed, hung, ran out of memory or raised: a recorded skip, never a crash of the job
             results[sent[k]] = ("skip", value[0], value[1].splitlines()[0] if value[1] else "")
         drain()
     drain()  # inputs settled without a worker after the last result
-    manifest.close()
-    n_shards = writer.close(key)
+    tally.manifest.close()
+    key = planner.key()
+    n_shards = tally.writer.close(key)
     bar(0, close=True)
-
-    viewed = sum(c["viewed"] for c in per_lang.values())
+    final = cache.folder(key)
     summary = {
-        "cache_key": key,
-        "out": str(out),
-        "tokenizer": str(tokenizer_dir),
-        "inputs": len(planned),
-        "viewed": viewed,
-        "skipped": dict(sorted(reasons.items())),
-        "redacted": dict(sorted(redacted.items())),
-        "per_lang": {k: dict(v) for k, v in sorted(per_lang.items())},
-        "tokens": sum(c["tokens"] for c in per_lang.values()),
-        "bytes": sum(c["bytes"] for c in per_lang.values()),
-        "spans": {list(kinds.SPAN_KINDS)[k]: n for k, n in sorted(spans.items())},
-        **dict(totals),
+        "cache_key": key, "out": str(final), "tokenizer": str(tokenizer_dir), "inputs": len(planned),
+        **tally.summary(),
         "shards": n_shards,
-        "shard": f"{cfg.shard_index} of {cfg.num_shards} ({len(planned)} of {n_inputs} inputs)",
+        "shard": f"{cfg.shard_index} of {cfg.num_shards} ({len(planned)} of {planner.n} inputs)",
         "seconds": round(time.time() - t0, 2),
         "workers": workers,
     }
-    assert viewed + sum(reasons.values()) == len(planned), "an input was lost"
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    if viewed == 0 and reasons["worker_crash"]:  # a broken environment, not a result worth caching
-        raise WorkersFailing(f"no input was viewed and {reasons['worker_crash']} crashed their worker; "
-                             f"{out} is left without DONE (see its manifest.jsonl) and will be rebuilt")
-    (out / "DONE").write_text(key + "\n")
-    summary["cached"] = False
-    return summary
+    assert summary["viewed"] + sum(tally.reasons.values()) == len(planned), "an input was lost"
+    (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if planner.n == 0:
+        raise NothingToPrepare(f"nothing to prepare: the sources gave no input at all; {folder} is left without DONE")
+    if summary["viewed"] == 0 and tally.reasons["worker_crash"]:  # a broken environment, not a result to cache
+        raise WorkersFailing(f"no input was viewed and {tally.reasons['worker_crash']} crashed their worker; "
+                             f"{folder} is left without DONE (see its manifest.jsonl) and will be rebuilt")
+    mark_done(folder, summary)
+    if cache.out is None:
+        publish(folder, final, replace=force)
+    cache.remember(key)
+    return {**summary, "cached": False}
 
 
 def _lang_line(lang: str, c: dict) -> str:
@@ -349,11 +521,25 @@ def format_summary(s: dict) -> str:
     return "\n".join(lines)
 
 
+def _error(e: Exception) -> int:
+    import sys
+
+    print(f"codept prepare: error: {e}", file=sys.stderr)
+    return 2
+
+
 def main(args) -> int:
-    cfg = PrepareConfig(max_bytes=args.max_bytes, max_depth=args.max_depth, timeout=args.timeout,
-                        workers=args.workers, num_shards=args.num_shards, shard_index=args.shard_index,
-                        redact=not args.no_redact, dedup=not args.no_dedup, near_dedup=args.near_dedup)
-    summary = prepare([str(s) for s in args.sources], out=args.out, tokenizer_dir=args.tokenizer, cfg=cfg,
-                      force=args.force)
+    try:
+        cfg = PrepareConfig(max_bytes=args.max_bytes, max_depth=args.max_depth, timeout=args.timeout,
+                            workers=args.workers, num_shards=args.num_shards, shard_index=args.shard_index,
+                            redact=not args.no_redact, dedup=not args.no_dedup, near_dedup=args.near_dedup,
+                            worker_memory=int(getattr(args, "worker_memory", 0) or 0))
+    except ValueError as e:  # a bad setting: the message names it
+        return _error(e)
+    try:
+        summary = prepare([str(s) for s in args.sources], out=args.out, tokenizer_dir=args.tokenizer, cfg=cfg,
+                          force=args.force)
+    except NothingToPrepare as e:
+        return _error(e)
     print(format_summary(summary))
     return 0

@@ -181,10 +181,11 @@ def mark_done(out: Path, summary: dict) -> None:
     (Path(out) / "DONE").write_text(summary["cache_key"] + "\n")
 
 
-def publish(tmp: Path, final: Path) -> Path:
-    """Move a finished build to its final name; if a complete one is already there, keep that."""
+def publish(tmp: Path, final: Path, replace: bool = False) -> Path:
+    """Move a finished build to its final name; if a complete one is already there, keep that
+    (same key, same content) unless ``replace``."""
     final = Path(final)
-    if is_complete(final):
+    if is_complete(final) and not replace:
         shutil.rmtree(tmp, ignore_errors=True)
         return final
     if final.exists():

@@ -38,8 +38,18 @@ Cost: streaming. jsonl is read a line at a time, parquet a batch of ``BATCH_ROWS
 (one row group is decoded at once by pyarrow), a saved HF dataset is memory-mapped Arrow read in
 batches; file records carry no content (``record_text`` reads the file when asked). Memory is
 bounded by the largest row batch, not the corpus.
-Not covered: ``.json`` arrays, CSV/TSV, remote datasets (``datasets.load_dataset`` from the Hub),
-column names other than ``content``/``lang``/``path``, archives (``.tar``/``.zip``).
+A source may also be a ``datasets.IterableDataset`` (e.g. ``load_dataset("json", data_files=...,
+streaming=True)``) or an in-memory ``datasets.Dataset`` passed from Python: its rows are read once, in
+order, never materialised; origins ``stream:<k>:<name>#<row>`` (k = the source's position).
+
+Listing (:func:`list_sources`, the cheap cache check of ``codept prepare``): the files that decide a
+job's records (discovered source files, data files, every file of a saved HF dataset) with their
+``stat`` (device, inode, size, mtime_ns, ctime_ns), without reading any content. A write to a file
+changes its ctime (no tool can set it back), a rename its inode, an added file the listing; files
+changed within 2 s of the listing are *racy* (a second write in the same timestamp tick would not
+show, the problem git's index has), and a stream has no listing at all: then the caller hashes.
+Not covered: ``.json`` arrays, CSV/TSV, remote datasets (``datasets.load_dataset`` from the Hub
+without streaming), column names other than ``content``/``lang``/``path``, archives (``.tar``/``.zip``).
 """
 
 from __future__ import annotations
@@ -49,9 +59,10 @@ import glob
 import gzip
 import json
 import os
+import time
 import zlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from codept.data.jobs import SkipFile
@@ -112,9 +123,17 @@ def canonical_language(name: object) -> str | None:
     return alias if alias in langs else None
 
 
-def iter_records(sources: Iterable[str | os.PathLike]) -> Iterator[Record | Skip]:
+def is_stream(src: object) -> bool:
+    """A dataset object (``datasets.IterableDataset`` / ``Dataset``), not a path."""
+    return not isinstance(src, (str, os.PathLike)) and hasattr(src, "__iter__")
+
+
+def iter_records(sources: Iterable) -> Iterator[Record | Skip]:
     """Every input of ``sources`` exactly once, in order: a Record to view or a Skip with a reason."""
-    for src in sources:
+    for k, src in enumerate(sources):
+        if is_stream(src):
+            yield from _iter_stream(src, k)
+            continue
         src = str(src)
         if not os.path.lexists(src) and GLOB_CHARS & set(src):
             matches = sorted(glob.glob(src, recursive=True))
@@ -234,6 +253,81 @@ def _iter_hf(p: Path) -> Iterator[Record | Skip]:
             for values in zip(*(batch[k] for k in keys)):
                 yield _row(f"{prefix}#{n}", dict(zip(keys, values)))
                 n += 1
+
+
+def _iter_stream(ds, k: int) -> Iterator[Record | Skip]:
+    """Rows of a (streaming) HF dataset, one at a time: nothing is materialised."""
+    name = getattr(getattr(ds, "info", None), "dataset_name", None) or type(ds).__name__
+    prefix = f"stream:{k}:{name}"
+    cols = getattr(ds, "column_names", None)  # None: a stream whose features are not known yet
+    if cols is not None and "content" not in cols:
+        yield Skip(prefix, "bad_file", f"no 'content' column (columns: {cols}); no row read", prefix)
+        return
+    if cols is not None:
+        ds = ds.select_columns([c for c in ("content", "lang", "path") if c in cols])
+    n = 0
+    try:
+        for row in ds:
+            yield _row(f"{prefix}#{n}", row)
+            n += 1
+    except Exception as e:  # noqa: BLE001 - datasets/fsspec raise many types for a broken stream
+        yield Skip(prefix, "bad_file" if n else "unreadable", f"{type(e).__name__} after {n} rows: {e}", prefix)
+
+
+@dataclass
+class Listing:
+    """What decides a job's records, from names and ``stat`` only (see the module docstring)."""
+
+    entries: list[str] = field(default_factory=list)  # one line per file or skip, in order
+    stats: list[str] = field(default_factory=list)  # the same files' stat, for the stat key
+    exists: bool = False  # some source names something that exists
+    streamed: bool = False  # a source is a dataset object: no listing, hash while reading
+    racy: bool = False  # a file changed within RACY_NS of the listing
+
+
+RACY_NS = 2_000_000_000
+
+
+def list_sources(sources: Iterable) -> Listing:
+    """The listing of ``sources`` (no content read)."""
+    out = Listing()
+    now = time.time_ns()
+    for src in sources:
+        if is_stream(src):
+            out.streamed = True
+            continue
+        src = str(src)
+        if not os.path.lexists(src) and GLOB_CHARS & set(src):
+            matches = sorted(glob.glob(src, recursive=True))
+            out.entries += [f"glob\0{src}\0{len(matches)}"]
+            for m in matches:
+                _list_one(m, out, now)
+        else:
+            _list_one(src, out, now)
+    return out
+
+
+def _list_one(src: str, out: Listing, now: int) -> None:
+    p = Path(src)
+    if p.is_file() and src.lower().endswith(DATA_SUFFIXES):
+        files = [src]
+    elif p.is_dir() and is_hf_dataset_dir(p):
+        files = sorted(str(f) for f in p.rglob("*") if f.is_file())
+    else:
+        found, skipped = discover([src])
+        files = [f for f, _ in found]
+        out.entries += [f"skip\0{f}\0{reason}" for f, reason in skipped]
+        out.exists |= any(reason != "not_found" for _, reason in skipped)
+    for f in files:
+        try:
+            st = os.stat(f)
+        except OSError as e:
+            out.stats.append(f"{f}\0error {e.errno}")
+            continue
+        out.exists = True
+        out.entries.append(f"file\0{f}")
+        out.stats.append(f"{f}\0{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns}")
+        out.racy |= max(st.st_mtime_ns, st.st_ctime_ns) >= now - RACY_NS
 
 
 def record_text(rec: Record, max_bytes: int = DEFAULT_MAX_BYTES) -> str:

@@ -12,7 +12,9 @@ Same rules as ``codept prepare`` (codept.prepare), for the text objectives:
 4. Output: ``DIR/text`` (TextView rows) and ``DIR/pairs`` (PairView rows), each a dataset that
    ``datasets.load_from_disk`` opens; ``manifest.jsonl``, ``summary.json``, then ``DONE``.
 Cost: ~ build_text_view time / workers (about tokenize-only x 1.5, see benchmarks/bench_text.py).
-Not covered: dedup of text documents, sharding across machines (the code path has both).
+Sources that name nothing that exists are an error (``NothingToPrepare``): nothing is cached.
+Not covered: dedup of text documents, sharding across machines, the stat-only cache check and the
+build lock (the code path has them); the key still reads every file once before the build.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -28,7 +31,8 @@ from pathlib import Path
 
 from codept import __version__
 from codept.data.redact import redact
-from codept.data.jobs import ShardWriter, progress as progress_bar
+from codept.data.jobs import NothingToPrepare, ShardWriter, key_bytes
+from codept.data.jobs import progress as progress_bar
 from codept.text.build import build_doc
 from codept.text.readers import PairDoc, Skip, TextDoc, discover, read_file
 from codept.text.segment import segmenter_fingerprint
@@ -86,21 +90,23 @@ def _key(files: list[tuple[str, str]], skipped: list[Skip], cfg: TextConfig, tok
     h = hashlib.sha256()
     h.update(f"codept {__version__} text\n".encode())
     pkg = Path(__file__).resolve().parent.parent
-    for f in sorted([*pkg.glob("text/*.py"), pkg / "data" / "redact.py", pkg / "data" / "sources.py"]):
-        h.update(f.read_bytes())
+    data = [pkg / "data" / f"{m}.py" for m in ("redact", "sources", "jobs", "viewrows")]
+    for f in sorted([*pkg.glob("text/*.py"), *data]):
+        if f.is_file():
+            h.update(f.read_bytes())
     h.update(tokenizer_fingerprint(load_tokenizer(tokenizer_dir)).encode())
     h.update(segmenter_fingerprint(cfg.user_dict).encode())
     d = asdict(cfg)
     d.pop("workers")
     h.update(json.dumps(d, sort_keys=True).encode())
     for path, kind in files:
-        h.update(f"{path}\0{kind}\0".encode())
+        h.update(key_bytes(f"{path}\0{kind}\0"))
         try:
             h.update(hashlib.sha256(Path(path).read_bytes()).digest())
         except OSError as e:
             h.update(f"unreadable:{e.errno}".encode())
     for s in skipped:
-        h.update(f"skip\0{s.path}\0{s.reason}".encode())
+        h.update(key_bytes(f"skip\0{s.path}\0{s.reason}"))
     return h.hexdigest()[:20]
 
 
@@ -111,6 +117,9 @@ def prepare_text(sources: list[str], out: Path | None = None, tokenizer_dir: Pat
         raise ValueError("prepare-text needs at least one source (text/markdown/rst/man files, .jsonl/.tsv/.mo/.po)")
     tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else default_tokenizer_dir()
     files, skipped = discover(sources)
+    if not files and all(s.reason == "not_found" for s in skipped):
+        raise NothingToPrepare(f"nothing to prepare: no source exists ({', '.join(map(str, sources[:5]))}); "
+                               "every source must be an existing file or directory")
     key = _key(files, skipped, cfg, tokenizer_dir)
     out = Path(out) if out else cache_dir() / "text" / key
     if (out / "DONE").is_file() and not force:
@@ -190,8 +199,12 @@ def main(args) -> int:
     cfg = TextConfig(lang=args.lang, pair_langs=tuple(args.pair_langs) if args.pair_langs else None,
                      user_dict=args.user_dict, min_src_words=args.min_src_words, redact=not args.no_redact,
                      workers=args.workers)
-    s = prepare_text([str(x) for x in args.sources], out=args.out, tokenizer_dir=args.tokenizer, cfg=cfg,
-                     force=args.force)
+    try:
+        s = prepare_text([str(x) for x in args.sources], out=args.out, tokenizer_dir=args.tokenizer, cfg=cfg,
+                         force=args.force)
+    except NothingToPrepare as e:
+        print(f"codept prepare-text: error: {e}", file=sys.stderr)
+        return 2
     print(f"codept prepare-text: {s['viewed']}/{s['inputs']} files viewed"
           + (" (cached)" if s["cached"] else f" in {s['seconds']}s") + f": {s['documents']:,} documents, "
           f"{s['pairs']:,} pairs, {s['tokens']:,} tokens")
