@@ -37,7 +37,8 @@ def model():
 
 
 def test_registry():
-    assert set(H.HEADS) == {"mlm", "lm", "rtd", "sop", "nsp", "edge", "contrastive", "sbo", "glm", "plm", "gen"}
+    assert set(H.HEADS) == {"mlm", "lm", "rtd", "sop", "nsp", "edge", "contrastive", "sbo", "glm", "plm", "gen",
+                            "exec_lines", "exec_values"}
     m = T.Transformer(T.tiny())
     for name in H.HEADS:
         assert isinstance(H.build_head(name, m), torch.nn.Module)
