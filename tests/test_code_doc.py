@@ -122,11 +122,11 @@ def test_registry_entry_and_config(byte_tok):
     vocab = Vocab.from_tokenizer(byte_tok)
     assert HEADS_OF["code_doc"] == ("contrastive",)
     with pytest.raises(ValueError, match="kinds"):
-        build("code_doc", vocab, kinds=("lambda",))
+        build("code_doc", vocab, pairs=1, kinds=("lambda",))
     with pytest.raises(ValueError, match="mlm_rate"):
-        build("code_doc", vocab, mlm_rate=1.5)
+        build("code_doc", vocab, pairs=1, mlm_rate=1.5)
     with pytest.raises(ValueError, match=">= 1"):
-        build("code_doc", vocab, max_doc_tokens=0)
+        build("code_doc", vocab, pairs=1, max_doc_tokens=0)
 
 
 def python_functions(text: str) -> dict[str, set]:
@@ -157,7 +157,7 @@ def test_python_doc_side_is_the_docstring_and_code_side_lacks_it(byte_tok):
     """byte-level tokens (one per byte): exact text. The doc side evaluates to the function's
     docstring; the code side is the definition from `def` with exactly the docstring removed."""
     vocab = Vocab.from_tokenizer(byte_tok)
-    obj = build("code_doc", vocab, max_doc_tokens=BIG, max_code_tokens=BIG, doc="raw")
+    obj = build("code_doc", vocab, pairs=1, max_doc_tokens=BIG, max_code_tokens=BIG, doc="raw")
     views = [v for v in stdlib_views(byte_tok, 100, 130, min_size=6000) if v.text.isascii()][:4]
     assert len(views) >= 3
     seen = 0
@@ -187,7 +187,7 @@ def test_python_doc_side_is_the_docstring_and_code_side_lacks_it(byte_tok):
 
 def test_python_with_a_real_bpe_and_cuts(small_tok):
     vocab = Vocab.from_tokenizer(small_tok)
-    obj = build("code_doc", vocab, doc="raw")  # defaults: 32 doc tokens, 128 code tokens
+    obj = build("code_doc", vocab, pairs=1, doc="raw")  # defaults: 32 doc tokens, 128 code tokens
     cfg = code_doc.Config()
     views = stdlib_views(small_tok, 300, 330)
     n = 0
@@ -216,7 +216,7 @@ def test_python_with_a_real_bpe_and_cuts(small_tok):
 ])
 def test_brace_language_doc_precedes_the_definition(byte_tok, lang, fixture, name, doc_words, code_start):
     v = fixture_view(lang, fixture, byte_tok)
-    obj = build("code_doc", Vocab.from_tokenizer(byte_tok), max_doc_tokens=BIG, max_code_tokens=BIG, doc="raw")
+    obj = build("code_doc", Vocab.from_tokenizer(byte_tok), pairs=1, max_doc_tokens=BIG, max_code_tokens=BIG, doc="raw")
     pairs = {}
     for seed in range(60):
         doc_ids, code_ids = sides(obj(v, np.random.default_rng(seed)))
@@ -277,24 +277,24 @@ def test_summary_doc_side_is_the_first_sentence_without_markers(request, tok_nam
     string prefixes dropped, a doctest-only doc gives no pair; "raw" keeps the literal."""
     tok = request.getfixturevalue(tok_name)
     view = build_view("s.py", "python", SUMMARY_SRC, tok)
-    obj = build("code_doc", Vocab.from_tokenizer(tok))
+    obj = build("code_doc", Vocab.from_tokenizer(tok), pairs=1)
     obj.tok = tok
     got = {k: " ".join(v.split()) for k, v in summaries(obj, view).items()}
     assert got == {"best": 'Return the "best" value of x, e.g. the largest one.',
                    "glue": "Compute glue over two lines.",
                    "marks": "Quoted' start!"} or got["marks"] == "'Quoted' start!"
-    raw = build("code_doc", Vocab.from_tokenizer(tok), doc="raw")
+    raw = build("code_doc", Vocab.from_tokenizer(tok), pairs=1, doc="raw")
     raw.tok = tok
     assert summaries(raw, view)["doctest_only"].strip().startswith('"""')
     with pytest.raises(ValueError, match="doc="):
-        build("code_doc", Vocab.from_tokenizer(tok), doc="first_line")
+        build("code_doc", Vocab.from_tokenizer(tok), pairs=1, doc="first_line")
 
 
 def test_summary_falls_back_to_a_definition_with_a_summary(small_tok):
     """A draw that picks the doctest-only function takes another one instead of giving no pair;
     a file whose only doc opens with a doctest gives none."""
     view = build_view("s.py", "python", SUMMARY_SRC, small_tok)
-    obj = build("code_doc", Vocab.from_tokenizer(small_tok))
+    obj = build("code_doc", Vocab.from_tokenizer(small_tok), pairs=1)
     names = [view.token_text(f[3], f[4]).strip() for f in view.functions]
     assert names == ["best", "glue", "doctest_only", "marks"]  # all four are candidates
     assert 2 in [np.random.default_rng(seed).integers(4) for seed in range(40)]  # some draws pick doctest_only
@@ -328,7 +328,7 @@ def test_summary_skips_tags_and_markup(small_tok, lang, src, expected):
     from codept.probe.build import clean_query, normalize_query
 
     v = build_view("a", lang, src, small_tok)
-    obj = build("code_doc", Vocab.from_tokenizer(small_tok))
+    obj = build("code_doc", Vocab.from_tokenizer(small_tok), pairs=1)
     got = " ".join(decode(small_tok, sides(obj(v, np.random.default_rng(0)))[0]).split())
     assert got == expected
     (_, _, _, ns, ne, ds, de), = [f for f in v.functions.tolist() if f[0] != DEFINITION_KINDS.index("class")]
@@ -356,7 +356,7 @@ def test_summary_reads_markup_as_the_probe_does(small_tok, lang, src):
 
     v = build_view("a", lang, src, small_tok)
     (_, _, _, ns, ne, ds, de), = [f for f in v.functions.tolist() if f[0] != DEFINITION_KINDS.index("class")]
-    e = build("code_doc", Vocab.from_tokenizer(small_tok))(v, np.random.default_rng(0))
+    e = build("code_doc", Vocab.from_tokenizer(small_tok), pairs=1)(v, np.random.default_rng(0))
     got = decode(small_tok, sides(e)[0])
     query = clean_query(v.token_text(ds, de), lang, v.token_text(ns, ne))
     assert normalize_query(got) == normalize_query(query) != ""
@@ -368,7 +368,7 @@ def test_summary_reads_markup_as_the_probe_does(small_tok, lang, src):
 def test_summary_of_a_tag_only_javadoc_is_no_pair(small_tok, doc):
     """The probe reads no query in these (nothing before the first block tag; an inherited doc)."""
     v = build_view("a", "java", _java(doc), small_tok)
-    assert build("code_doc", Vocab.from_tokenizer(small_tok))(v, np.random.default_rng(0)) is None
+    assert build("code_doc", Vocab.from_tokenizer(small_tok), pairs=1)(v, np.random.default_rng(0)) is None
 
 
 @pytest.mark.parametrize("lang,fixture,expected", [
@@ -377,7 +377,7 @@ def test_summary_of_a_tag_only_javadoc_is_no_pair(small_tok, doc):
 ])
 def test_summary_of_brace_language_docs(small_tok, lang, fixture, expected):
     v = fixture_view(lang, fixture, small_tok)
-    obj = build("code_doc", Vocab.from_tokenizer(small_tok))
+    obj = build("code_doc", Vocab.from_tokenizer(small_tok), pairs=1)
     docs = {" ".join(decode(small_tok, sides(obj(v, np.random.default_rng(s)))[0]).split()) for s in range(60)}
     assert expected in docs
     assert not any(d.startswith(("/", "*")) for d in docs)
@@ -405,10 +405,10 @@ def test_summary_agrees_with_the_probe_queries_on_the_stdlib(small_tok):
 
 def test_views_without_docs_give_none_and_the_stream_drops_them(small_tok):
     vocab = Vocab.from_tokenizer(small_tok)
-    obj = build("code_doc", vocab)
+    obj = build("code_doc", vocab, pairs=1)
     bare = build_view("a.py", "python", "def f(x):\n    return x\n\nclass C:\n    '''A class.'''\n", small_tok)
     assert obj(bare, np.random.default_rng(0)) is None  # a class doc only: not a function
-    assert build("code_doc", vocab, kinds=("class",))(bare, np.random.default_rng(0)) is not None
+    assert build("code_doc", vocab, pairs=1, kinds=("class",))(bare, np.random.default_rng(0)) is not None
     real = stdlib_views(small_tok, 350, 370)[:6]
     views = [bare, *real, bare]
     src = Source("code_doc", len(views), lambda i, rng: obj(views[i], rng))
@@ -421,7 +421,7 @@ def test_views_without_docs_give_none_and_the_stream_drops_them(small_tok):
 
 
 def test_determinism_by_seed(small_tok):
-    obj = build("code_doc", Vocab.from_tokenizer(small_tok), mlm_rate=0.15)
+    obj = build("code_doc", Vocab.from_tokenizer(small_tok), pairs=1, mlm_rate=0.15)
     v = stdlib_views(small_tok, 400, 410)[0]
     a, b = obj(v, np.random.default_rng([1, 2, 3])), obj(v, np.random.default_rng([1, 2, 3]))
     assert a.input_ids.tobytes() == b.input_ids.tobytes() and a.parts.tobytes() == b.parts.tobytes()
@@ -432,7 +432,7 @@ def test_determinism_by_seed(small_tok):
 
 def test_optional_mlm_on_the_code_side(small_tok):
     vocab = Vocab.from_tokenizer(small_tok)
-    plain, masked = build("code_doc", vocab), build("code_doc", vocab, mlm_rate=0.15)
+    plain, masked = build("code_doc", vocab, pairs=1), build("code_doc", vocab, pairs=1, mlm_rate=0.15)
     sel = tot = 0
     for v in stdlib_views(small_tok, 500, 520):
         for seed in range(4):
@@ -457,7 +457,7 @@ def test_optional_mlm_on_the_code_side(small_tok):
 def mixed(small_tok):
     """code_doc pairs and ordinary MLM documents (function-sized windows) from real stdlib views."""
     vocab = Vocab.from_tokenizer(small_tok)
-    pair, mlm = build("code_doc", vocab), build("mlm", vocab)
+    pair, mlm = build("code_doc", vocab, pairs=1), build("mlm", vocab)
     views = stdlib_views(small_tok, 450, 490)
     exs = []
     for i, v in enumerate(views):
@@ -526,3 +526,62 @@ def test_contrastive_head_on_collated_pairs(mixed, small_tok):
     loss2.backward()
     assert model.embed.tokens.weight.grad.abs().sum() > 0
 
+
+
+# --- every documented definition per read; hard negatives (issue 16) -----------------------------------
+
+THREE = ('def add(a, b):\n    """Add two numbers."""\n    return a + b\n\n\n'
+         'def sub(a, b):\n    """Subtract one number from another."""\n    return a - b\n\n\n'
+         'def mul(a, b):\n    """Multiply the two numbers."""\n    return a * b\n\n\n'
+         'def nodoc(a):\n    return a\n')
+
+
+def test_every_documented_definition_per_read(small_tok):
+    v = build_view("t.py", "python", THREE, small_tok)
+    out = build("code_doc", Vocab.from_tokenizer(small_tok))(v, np.random.default_rng(0))
+    assert isinstance(out, list) and len(out) == 3
+    docs = sorted(decode(small_tok, sides(e)[0]).rstrip('"') for e in out)  # a BPE token may hold '."""'
+    assert docs == ["Add two numbers.", "Multiply the two numbers.", "Subtract one number from another."]
+    keys = [k for e in out for k in e.scalars["pair"]]
+    assert len(set(k // 2 for k in keys)) == 3  # three pair ids, each with both sides
+    two = build("code_doc", Vocab.from_tokenizer(small_tok), pairs=2)(v, np.random.default_rng(0))
+    assert len(two) == 2
+    with pytest.raises(ValueError, match="pairs=-1"):
+        build("code_doc", Vocab.from_tokenizer(small_tok), pairs=-1)
+
+
+def test_delivered_tokens_per_read_on_the_stdlib(small_tok):
+    """The data path: tokens delivered per read of a file, every documented definition vs one."""
+    views = stdlib_views(small_tok, 80, 120)
+    vocab = Vocab.from_tokenizer(small_tok)
+    one, every = build("code_doc", vocab, pairs=1), build("code_doc", vocab)
+    n1 = sum(len(e) for i, v in enumerate(views) if (e := one(v, np.random.default_rng(i))) is not None)
+    n0 = sum(len(x) for i, v in enumerate(views) for x in (every(v, np.random.default_rng(i)) or []))
+    print(f"code_doc delivered tokens over {len(views)} files: one pair {n1}, every definition {n0}")
+    assert n0 > 5 * n1
+
+
+def test_hard_negatives_are_unmatched_parts_of_the_row(small_tok):
+    v = build_view("t.py", "python", THREE, small_tok)
+    out = build("code_doc", Vocab.from_tokenizer(small_tok), hard_negatives=True)(v, np.random.default_rng(0))
+    docs = {decode(small_tok, e.input_ids[: e.part_bounds()[1]]) for e in out}
+    for e in out:
+        b = e.part_bounds()
+        assert e.n_parts == 4
+        doc, code, neg_doc, neg_code = (e.input_ids[b[i]: b[i + 1]] for i in range(4))
+        p = e.scalars["pair"]
+        assert p[0] // 2 == p[1] // 2 and len({p[0] // 2, p[2] // 2, p[3] // 2}) == 3
+        assert [x % 2 for x in p] == [0, 1, 0, 1]
+        nd = decode(small_tok, neg_doc)
+        assert nd in docs and nd != decode(small_tok, doc)  # another definition's doc
+        c, nc = decode(small_tok, code), decode(small_tok, neg_code)
+        assert c != nc and c.split("(", 1)[1] == nc.split("(", 1)[1]  # only the name differs
+        assert nc.split("(")[0].split()[-1] in ("add", "sub", "mul")
+    rows = pack(out, 256, pad_id=0)
+    batch = collate(rows)
+    model = T.Transformer(T.tiny(vocab_size=small_tok.get_vocab_size(), max_positions=256))
+    head = H.build_head("contrastive", model)
+    assert head.count(batch) == 3  # the negatives match nothing
+    hidden = model.encode(batch)
+    z, key = head.embed(hidden, batch)
+    assert len(key) == 12 and int((key % 2 == 1).sum()) == 6  # every part is a candidate

@@ -5,6 +5,7 @@ restored from ``state_dict()`` yields exactly the rows the uninterrupted one wou
 of loader workers changes nothing.
 
 1. A :class:`Source` is a dataset of ``n`` documents plus ``make(index, rng) -> Example | None``
+   (or a list of Examples: several from one document, packed like any others)
    (load the view, apply an objective). Each epoch ``e`` a source shuffles its indices with
    ``default_rng([seed, e, salt, 0])``; rank ``r`` of ``world`` takes every world-th index from
    position ``r``: ranks see disjoint documents within an epoch.
@@ -47,7 +48,7 @@ class Source:
 
     name: str
     n: int
-    make: Callable[..., Example | None]
+    make: Callable[..., Example | list | None]
     salt: int = 0  # distinguishes sources that share documents (e.g. two objectives on one corpus)
     get: Callable[[int], Any] | None = None  # document i (a view), for Context.partner
     context: bool = False  # make takes a third argument, the Context
@@ -178,7 +179,9 @@ class PackedStream:
 
     def rows_of_buffer(self, k: int) -> list[dict]:
         exs = [self.mixture.example(s) for s in range(k * self.buffer, (k + 1) * self.buffer)]
-        rows = pack([e for e in exs if e is not None], self.seq_len, self.pad_id, self.long, self.rows)
+        # an objective may return several examples of one document (code_doc: every documented definition)
+        exs = [x for e in exs for x in (e if isinstance(e, list) else (e,)) if x is not None]
+        rows = pack(exs, self.seq_len, self.pad_id, self.long, self.rows)
         # best-fit emits the longest documents' rows first: shuffle the rows of the buffer (seeded by
         # the buffer) so that every micro-batch mixes objectives and lengths
         m = self.mixture

@@ -3,8 +3,12 @@
 1. Candidates: the view's definitions (CodeView.functions) of the configured kinds (functions and
    methods by default) that have a doc and keep at least one token of code once the doc is removed.
    None when there is no candidate (the stream drops None: codept.data.stream.PackedStream).
-2. Pick one uniformly with the rng; for "summary", if its doc gives no summary (below), the next
-   of the others in a random order that does.
+2. ``pairs=0`` (default): every candidate whose doc gives a doc side (below), in a random order,
+   one Example each, returned as a list (the stream packs them like separate documents): one read
+   of a file feeds all its documented definitions (a file used to give one pair per read: 23 k
+   delivered tokens/s for 2 M read). ``pairs=n``: at most n of them. ``pairs=1``: one Example, the
+   single-pair path: pick one uniformly; for "summary", if its doc gives no summary, the next of
+   the others in a random order that does.
 3. Part 0 = the doc side, cut to its first ``max_doc_tokens``. ``doc="summary"`` (default): the
    doc's tokens that overlap its first sentence (:func:`summary_tokens`: from the first word
    character to the first sentence or paragraph break of codept.text.segment, a leading repeat of
@@ -23,7 +27,12 @@
    = [2 * pid, 2 * pid + 1] with pid a random 62-bit id (side 0 = doc, side 1 = code), the key
    codept.model.heads.ContrastiveHead matches; two pairs of one batch share a pid with probability
    ~ n^2 / 2^63.
-5. Optional MLM on the code part (``mlm_rate`` > 0: select.random_tokens + render.bert_80_10_10,
+5. ``hard_negatives``: each pair's row also holds two unmatched parts with fresh pair ids (so the
+   contrastive head scores them as candidates and matches them to nothing): the doc side of
+   another definition of the same file, and this definition's code side with that definition's
+   name in place of its own (the study's hard negatives: a near-identical function is not a match).
+   Needs another documented definition in the file; without one the pair has no negatives.
+6. Optional MLM on the code part (``mlm_rate`` > 0: select.random_tokens + render.bert_80_10_10,
    labels ``mlm``, IGNORE on the doc part). Off by default: no ``mlm`` labels at all.
 Cost: O(F + T_def) per document, plus one regex pass over the picked doc's text for "summary".
 Not covered: the whitespace the removed docstring leaves behind (an empty line stays in the code);
@@ -68,6 +77,8 @@ class Config:
     max_code_tokens: int = 128  # code side: the definition's first tokens (signature first)
     mlm_rate: float = 0.0  # share of code-side tokens masked for the mlm head; 0 = no mlm labels
     kinds: tuple[str, ...] = ("function", "method")  # DEFINITION_KINDS eligible ("class" too if wanted)
+    pairs: int = 0  # pairs per read of a file: 0 = every eligible definition (a list); 1 = one pair
+    hard_negatives: bool = False  # add another definition's doc and this code with another's name
 
     def __post_init__(self):
         if self.max_doc_tokens < 1 or self.max_code_tokens < 1:
@@ -77,6 +88,8 @@ class Config:
             raise ValueError(f"code_doc doc={self.doc!r}: expected one of {DOC_MODES}")
         if not 0.0 <= self.mlm_rate <= 1.0:
             raise ValueError(f"mlm_rate={self.mlm_rate} must be in [0, 1]")
+        if self.pairs < 0:
+            raise ValueError(f"code_doc pairs={self.pairs}: must be >= 0 (0 = every documented definition)")
         unknown = [k for k in self.kinds if k not in DEFINITION_KINDS]
         if unknown or not self.kinds:
             raise ValueError(f"code_doc kinds {list(self.kinds)}: each must be one of {list(DEFINITION_KINDS)}")
@@ -214,35 +227,67 @@ def _markup_mask(doc: str, end: int) -> np.ndarray:
 def build(vocab: render.Vocab, cfg: Config = Config()):
     kind_ids = np.array([DEFINITION_KINDS.index(k) for k in cfg.kinds], dtype=np.int64)
 
-    def code_doc(view, rng: np.random.Generator, ctx=None) -> Example | None:
+    def code_doc(view, rng: np.random.Generator, ctx=None) -> Example | list[Example] | None:
         funcs = np.asarray(view.functions)
         cand = candidates(funcs, kind_ids)
         if len(cand) == 0:
             return None
+        if cfg.pairs == 1:
+            return _one_pair(view, funcs, cand, rng)
+        order = rng.permutation(cand).tolist()
+        docs = {row: d for row in order if len(d := _doc_side(view, funcs, row))}
+        out = []
+        for row in order:
+            if row not in docs:
+                continue
+            pid = int(rng.integers(0, 2**PID_BITS, dtype=np.int64))
+            ex = _example(view, funcs, row, docs[row], pid, rng)
+            if cfg.hard_negatives:
+                ex = _with_negatives(view, funcs, row, ex, docs, rng)
+            out.append(ex)
+            if len(out) == cfg.pairs:
+                break
+        return out or None
+
+    def _one_pair(view, funcs, cand, rng) -> Example | None:
+        """The single-pair path (``pairs=1``): one definition drawn uniformly, falling back to the
+        others in random order when its doc gives no summary."""
         pick = int(rng.integers(len(cand)))
         pid = int(rng.integers(0, 2**PID_BITS, dtype=np.int64))
-        ids = np.asarray(view.input_ids)
-
         def rows():  # the picked definition, then (drawn only if needed) the others in random order
             yield int(cand[pick])
-            yield from rng.permutation(np.delete(cand, pick)).tolist()
+            if cfg.doc == "summary":
+                yield from rng.permutation(np.delete(cand, pick)).tolist()
 
-        if cfg.doc == "summary":
-            off = np.asarray(view.offsets).reshape(-1, 2)
-            for row in rows():  # the first definition whose doc has a summary
-                _, s, e, ns, ne, ds, de = (int(x) for x in funcs[row])
-                name = view.text[off[ns, 0]: off[ne - 1, 1]].strip() if ne > ns else ""
-                doc = ids[summary_tokens(view.text, off, ds, de, name, view.lang)][: cfg.max_doc_tokens]
-                if len(doc):
-                    break
-            else:
-                return None  # no doc with a word: no pair (the stream drops None)
-        else:
-            _, s, e, ns, ne, ds, de = (int(x) for x in funcs[cand[pick]])
-            doc = ids[ds:de][: cfg.max_doc_tokens]
+        for row in rows():  # the first definition whose doc has a summary
+            doc = _doc_side(view, funcs, row)
+            if len(doc):
+                return _example(view, funcs, row, doc, pid, rng)
+        return None  # no doc with a word: no pair (the stream drops None)
+
+    def _doc_side(view, funcs, row: int) -> np.ndarray:
+        ids = np.asarray(view.input_ids)
+        _, s, e, ns, ne, ds, de = (int(x) for x in funcs[row])
+        if cfg.doc != "summary":
+            return ids[ds:de][: cfg.max_doc_tokens]
+        off = np.asarray(view.offsets).reshape(-1, 2)
+        name = view.text[off[ns, 0]: off[ne - 1, 1]].strip() if ne > ns else ""
+        return ids[summary_tokens(view.text, off, ds, de, name, view.lang)][: cfg.max_doc_tokens]
+
+    def _code_side(view, funcs, row: int, name_ids: np.ndarray | None = None) -> np.ndarray:
+        """The definition's tokens without its doc's, cut; `name_ids` replace its name's tokens."""
+        ids = np.asarray(view.input_ids)
+        _, s, e, ns, ne, ds, de = (int(x) for x in funcs[row])
         keep = np.ones(e - s, dtype=bool)
         keep[max(ds, s) - s : max(min(de, e) - s, 0)] = False  # the doc's tokens inside the definition
-        code = ids[s:e][keep][: cfg.max_code_tokens]
+        toks = ids[s:e]
+        if name_ids is not None and s <= ns < ne <= e:
+            toks = np.concatenate([toks[: ns - s], name_ids, toks[ne - s:]])
+            keep = np.concatenate([keep[: ns - s], np.ones(len(name_ids), bool), keep[ne - s:]])
+        return toks[keep][: cfg.max_code_tokens]
+
+    def _example(view, funcs, row: int, doc: np.ndarray, pid: int, rng) -> Example:
+        code = _code_side(view, funcs, row)
         labels = {}
         if cfg.mlm_rate > 0:
             chosen = select.random_tokens(vocab.candidates(code), cfg.mlm_rate, rng)
@@ -252,5 +297,26 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         parts = np.repeat(np.array([0, 1], dtype=np.int32), [len(doc), len(code)])
         return Example(np.concatenate([doc, code]).astype(np.int32), np.ones(n, dtype=bool), labels=labels,
                        scalars={"pair": [2 * pid, 2 * pid + 1]}, parts=parts)
+
+    def _with_negatives(view, funcs, row: int, ex: Example, docs: dict, rng) -> Example:
+        """`ex` plus up to two unmatched parts in its row (fresh pair ids, so the contrastive head
+        scores them as candidates of every pair and matches them to none): another definition's doc
+        of the same file (a doc-side candidate), and this definition's code with the name of another
+        definition of the file (a code-side candidate)."""
+        others = [r for r in docs if r != row]
+        if not others:
+            return ex
+        other = others[int(rng.integers(len(others)))]
+        ids = np.asarray(view.input_ids)
+        _, _, _, ns, ne, _, _ = (int(x) for x in funcs[other])
+        neg_doc = docs[other]
+        neg_code = _code_side(view, funcs, row, ids[ns:ne])
+        if cfg.mlm_rate > 0:  # the negatives carry no MLM labels
+            ex.labels["mlm"] = np.concatenate([ex.labels["mlm"], np.full(len(neg_doc) + len(neg_code), IGNORE, np.int32)])
+        q, r = (int(x) for x in rng.integers(0, 2**PID_BITS, size=2, dtype=np.int64))
+        n = len(ex) + len(neg_doc) + len(neg_code)
+        parts = np.concatenate([ex.parts, np.full(len(neg_doc), 2, np.int32), np.full(len(neg_code), 3, np.int32)])
+        return Example(np.concatenate([ex.input_ids, neg_doc, neg_code]).astype(np.int32), np.ones(n, dtype=bool),
+                       labels=ex.labels, scalars={"pair": [*ex.scalars["pair"], 2 * q, 2 * r + 1]}, parts=parts)
 
     return code_doc
