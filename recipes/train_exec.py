@@ -52,6 +52,7 @@ def parse(argv):
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--dropout", type=float, default=0.0)
     p.add_argument("--eval-every", type=int, default=50)
     p.add_argument("--only", default="stdlib:", help="source prefix of the views split into train / held out ('' = all)")
     p.add_argument("--extra", default="", help="source prefix of views added to TRAINING only (e.g. humaneval:)")
@@ -106,7 +107,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     cfg = ModelConfig(vocab_size=vocab.size, hidden=args.hidden, layers=args.layers, heads=4,
                       intermediate=2 * args.hidden, max_positions=args.seq_len, pad_id=vocab.pad_id,
-                      dropout=0.0, attention_dropout=0.0)
+                      dropout=args.dropout, attention_dropout=args.dropout)
     net = Transformer(cfg)
     model = Pretrainer(net, {head: build_head(head, net)})
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)

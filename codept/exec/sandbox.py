@@ -84,10 +84,10 @@ class Limits:
 
     def digest(self) -> str:
         """Hash of the limits and the sandbox layout (part of every label's provenance)."""
-        return hashlib.sha256(json.dumps([asdict(self), LAYOUT_VERSION], sort_keys=True).encode()).hexdigest()[:16]
+        return hashlib.sha256(json.dumps([asdict(self), LAYOUT_VERSION, PY_FLAGS], sort_keys=True).encode()).hexdigest()[:16]
 
 
-LAYOUT_VERSION = 1  # bump when the mount / namespace layout below changes
+LAYOUT_VERSION = 2  # bump when the mount / namespace layout or the interpreter flags change (2: hash seed fixed)
 
 
 @dataclass
