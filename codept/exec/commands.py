@@ -35,7 +35,7 @@ def _cmd_trace(args) -> int:
 def add_cli(sub) -> None:
     px = sub.add_parser("exec", help="run code in the OS sandbox").add_subparsers(dest="sub", required=True)
     pr = px.add_parser("run", help="run one Python file in the sandbox; print a JSON result")
-    pr.add_argument("file", type=Path)
+    pr.add_argument("file", type=Path, help="the Python file to run")
     pr.add_argument("--timeout", type=float, default=5.0, help="wall-clock seconds before a kill (default 5)")
     pr.add_argument("--memory-mb", type=int, default=1024, help="address-space limit (default 1024)")
     pr.add_argument("--unsafe-no-sandbox", action="store_true",
@@ -44,7 +44,7 @@ def add_cli(sub) -> None:
 
     pt = sub.add_parser("trace", help="offline job: run doctests/HumanEval in the sandbox, record traces")
     pt.add_argument("sources", nargs="+", help="'stdlib', 'humaneval', .py files or folders")
-    pt.add_argument("--out", required=True, type=Path)
+    pt.add_argument("--out", required=True, type=Path, help="output folder of the trace shards")
     pt.add_argument("--workers", type=int, default=0, help="parallel sandboxes (default: all cores)")
     pt.add_argument("--timeout", type=float, default=30.0, help="wall-clock seconds per sandbox run")
     pt.add_argument("--repeat", type=int, default=2, help="runs per item; units that differ are dropped")

@@ -743,7 +743,8 @@ def add_arguments(parser) -> None:
                         help="training data to decontaminate against: a prepared folder, `stdlib`, or any source")
     parser.add_argument("--lang", nargs="+", action="extend", dest="langs", metavar="L",
                         help="only these languages (default: all)")
-    parser.add_argument("--min-query-words", type=int, default=3)
+    parser.add_argument("--min-query-words", type=int, default=3,
+                        help="drop pairs whose query (the docstring summary) has fewer words (default 3)")
     parser.add_argument("--min-body-lines", type=int, default=3,
                         help="non-blank lines of code, doc removed")
     parser.add_argument("--tokenizer", type=Path, help="tokenizer of the prepare cache to use (default: the default)")

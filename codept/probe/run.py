@@ -579,10 +579,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="seeded pools, every query against the whole language corpus, or both")
     p.add_argument("--out", type=Path, help="output folder (default: PROBE/results/<model-slug>/)")
     p.add_argument("--lang", nargs="+", help="only these languages")
-    p.add_argument("--pooling", choices=["mean", "cls"], default="mean")
+    p.add_argument("--pooling", choices=["mean", "cls"], default="mean",
+                   help="embedding of a text: mean over real tokens, or the first token (default mean)")
     p.add_argument("--max-len", type=int, default=256, help="code tokens kept per candidate")
     p.add_argument("--query-max-len", type=int, default=64, help="query tokens kept")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=64, help="texts per forward pass (default 64)")
     p.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--alpha", type=float, default=0.5, help="BM25 weight of a bm25+MODEL hybrid")
     p.add_argument("--max-queries", type=int, help="at most this many pairs per language (seeded subset)")

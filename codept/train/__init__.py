@@ -3,8 +3,9 @@ step (``engine``, the only deepspeed import), crash-safe checkpoints (``checkpoi
 every recipe shares (``loop``: settings checked before any work, corpora -> streams, held-out
 validation of every head, the step loop, logs, clean exits; recipes/pretrain_code.py is its user).
 
-Importing this package imports nothing heavy; ``codept.train.engine`` (and, through it,
-``codept.train.checkpoint``) loads DeepSpeed. The order of calls underneath (``codept.train.loop.train`` runs the loop part)::
+Importing this package imports nothing heavy; ``codept.train.engine`` loads DeepSpeed, and
+``codept.train.checkpoint`` imports it only inside ``save``/``load`` (which take an engine), so
+``checkpoint.latest_tag`` and ``codept.train.export`` (ZeRO 0-2 weights) work without DeepSpeed. The order of calls underneath (``codept.train.loop.train`` runs the loop part)::
 
     world = engine.init_distributed()
     checkpoint.seed_all(cfg.seed)                      # same model init on every rank

@@ -54,7 +54,6 @@ from typing import Iterable, Iterator
 import numpy as np
 import torch
 
-from codept.train import engine as E
 from codept.data.sources import sha256_file
 
 FORMAT = 1
@@ -175,6 +174,8 @@ def save(engine, out: str | os.PathLike, step: int, client_state: dict, *, confi
     ``client_state``: THIS rank's state, e.g. ``{"stream": stream.state_dict()}``; ``config``: the
     RunConfig (saved in every rank file and manifest). Returns the checkpoint folder. Saving a step
     that ``latest`` already names is a no-op (the state is the same by construction)."""
+    from codept.train import engine as E  # here, not at the top: latest_tag & co. need no deepspeed
+
     out = Path(out)
     ce = engine.checkpoint_engine
     if ce.is_decoupled():
@@ -290,6 +291,8 @@ def _norm(v):
 def load(engine, out: str | os.PathLike) -> Resume | None:
     """Resume from ``OUT/latest`` (all ranks call it); None when there is no ``latest`` (fresh run).
     Raises ValueError on a world-size change, RuntimeError on incomplete or corrupt files."""
+    from codept.train import engine as E
+
     out = Path(out)
     tag = latest_tag(out)
     if tag is None:
