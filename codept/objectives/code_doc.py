@@ -105,7 +105,8 @@ def candidates(functions: np.ndarray, kind_ids: np.ndarray) -> np.ndarray:
     return np.flatnonzero(ok)
 
 
-def summary_tokens(text: str, offsets: np.ndarray, ds: int, de: int, name: str = "", lang: str = "") -> np.ndarray:
+def summary_tokens(text: str, offsets: np.ndarray, ds: int, de: int, name: str = "", lang: str = "",
+                   limit: int | None = None) -> np.ndarray:
     """Token indices (K,) int64 in [ds, de) of the doc's summary: the tokens overlapping the chars
     from the doc's first word character to its first sentence break (codept.text.segment, paragraph
     breaks included), minus the tokens made only of whitespace, quotes and comment markers that
@@ -116,7 +117,9 @@ def summary_tokens(text: str, offsets: np.ndarray, ds: int, de: int, name: str =
     line opening with a block tag (``@param``) or block HTML (``<p>``) ends the summary, and
     tokens holding only inline-tag / HTML markup (``{@code``, its ``}``, ``<b>``), or markup and
     punctuation (``}.``), are dropped.
-    Empty when the doc has no word character, only tags, or opens with a doctest (``>>>``)."""
+    Empty when the doc has no word character, only tags, or opens with a doctest (``>>>``).
+    ``limit``: only the first `limit` tokens from the summary's start are read (the caller keeps
+    fewer: a long docstring's sentence search need not run to its end)."""
     empty = np.zeros(0, dtype=np.int64)
     off = np.asarray(offsets).reshape(-1, 2)
     c0, c1 = int(off[ds, 0]), int(off[de - 1, 1])
@@ -132,8 +135,12 @@ def summary_tokens(text: str, offsets: np.ndarray, ds: int, de: int, name: str =
     start = first - c0
     if name and doc.startswith(name, start) and doc[start + len(name): start + len(name) + 1].isspace():
         start += len(name) + 1
-    breaks = sentence_breaks(doc[start:])
-    end = start + (int(breaks[0]) if len(breaks) else len(doc) - start)
+    stop = len(doc)
+    if limit is not None:
+        first_tok = ds + int(np.searchsorted(off[ds:de, 1], c0 + start, side="right"))
+        stop = min(stop, int(off[min(de - 1, first_tok + limit), 1]) - c0)
+    breaks = sentence_breaks(doc[start:stop])
+    end = start + (int(breaks[0]) if len(breaks) else stop - start)
     if html:  # Javadoc / JSDoc / PHPDoc / YARD: a block tag (@param) or block HTML (<p>) ends the text
         for stop in (_BLOCK_TAG.search(doc, start, end), markup.HTML_BLOCK.search(doc, start, end)):
             end = stop.start() if stop else end
@@ -272,7 +279,8 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
             return ids[ds:de][: cfg.max_doc_tokens]
         off = np.asarray(view.offsets).reshape(-1, 2)
         name = view.text[off[ns, 0]: off[ne - 1, 1]].strip() if ne > ns else ""
-        return ids[summary_tokens(view.text, off, ds, de, name, view.lang)][: cfg.max_doc_tokens]
+        # 2x the kept tokens are read: the markers dropped inside a summary never need more
+        return ids[summary_tokens(view.text, off, ds, de, name, view.lang, 2 * cfg.max_doc_tokens + 8)][: cfg.max_doc_tokens]
 
     def _code_side(view, funcs, row: int, name_ids: np.ndarray | None = None) -> np.ndarray:
         """The definition's tokens without its doc's, cut; `name_ids` replace its name's tokens."""

@@ -50,30 +50,29 @@ def _shape(name: str) -> int:
 
 def occurrences(view) -> tuple[np.ndarray, np.ndarray]:
     """(I,) bool: the identifier's tokens spell its name (after an optional leading space), and
-    (I,) bool: its first token starts with whitespace."""
-    idents, off, text = np.asarray(view.idents), np.asarray(view.offsets), view.text
-    clean = np.zeros(len(idents), bool)
-    spaced = np.zeros(len(idents), bool)
-    for i, (s, e, nid) in enumerate(idents[:, :3].tolist()):
-        piece = text[off[s, 0]: off[e - 1, 1]]
-        name = view.names[nid]
-        stripped = piece.lstrip(" \t")
-        clean[i] = stripped == name and len(piece) - len(stripped) <= 1
-        spaced[i] = stripped != piece
-    return clean, spaced
+    (I,) bool: its first token starts with a space or tab. Vectorised: the identifier lies inside
+    its token range, so the range spells the name iff it is the name's length, or one more with a
+    blank first character."""
+    idents, off = np.asarray(view.idents), np.asarray(view.offsets)
+    if len(idents) == 0:
+        return np.zeros(0, bool), np.zeros(0, bool)
+    name_len = np.fromiter((len(n) for n in view.names), np.int64, len(view.names))[idents[:, 2]]
+    c0 = off[idents[:, 0], 0].astype(np.int64)
+    span = off[idents[:, 1] - 1, 1].astype(np.int64) - c0
+    first = np.frombuffer(view.text.encode("utf-32-le"), np.uint32)[np.minimum(c0, max(len(view.text) - 1, 0))]
+    spaced = (first == 32) | (first == 9)
+    clean = (span == name_len) | ((span == name_len + 1) & spaced)
+    return clean, spaced & clean
 
 
 def spellings(view, clean: np.ndarray, spaced: np.ndarray) -> dict[tuple[str, bool], np.ndarray]:
     """(name, leading space) -> the token ids of one clean, non-free occurrence spelled so."""
     idents, ids = np.asarray(view.idents), np.asarray(view.input_ids)
-    out: dict[tuple[str, bool], np.ndarray] = {}
     # names of the file's own bindings only: a free name may be a builtin the grammar knows
     # (Go's `make(x)` parses x as a type)
-    for i in np.flatnonzero(clean & (idents[:, 3] != ROLE_FREE)).tolist():
-        key = (view.names[idents[i, 2]], bool(spaced[i]))
-        if key not in out:
-            out[key] = ids[idents[i, 0]: idents[i, 1]]
-    return out
+    rows = np.flatnonzero(clean & (idents[:, 3] != ROLE_FREE))
+    _, first = np.unique(idents[rows, 2] * 2 + spaced[rows], return_index=True)
+    return {(view.names[idents[r, 2]], bool(spaced[r])): ids[idents[r, 0]: idents[r, 1]] for r in rows[first].tolist()}
 
 
 def build(vocab: render.Vocab, cfg: Config = Config()):
@@ -91,21 +90,30 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         if cfg.source == "partner" and ctx is not None:
             other = ctx.partner(rng)
             pool = spellings(other, *occurrences(other)) if len(other.idents) else {}
-        variants: dict[str, set[bool]] = {}
-        for name, sp in pool:
-            variants.setdefault(name, set()).add(sp)
+        # replacement names by (shape, spellings needed): with a leading space, without, both
+        names_for: dict[tuple[int, int], list[str]] = {}
+        for name in sorted({n for n, _ in pool}):
+            have = 1 * ((name, False) in pool) + 2 * ((name, True) in pool)
+            for need in (1, 2, 3):
+                if need & have == need:
+                    names_for.setdefault((_shape(name), need), []).append(name)
         k = max(1, int(round(cfg.rate * len(ok)))) if len(ok) else 0
+        order = np.argsort(binding, kind="stable")
+        lo = np.searchsorted(binding[order], ok)
+        hi = np.searchsorted(binding[order], ok, side="right")
         edits: list[tuple[int, int, np.ndarray]] = []
-        for b in rng.permutation(ok)[:k].tolist():
-            rows = np.flatnonzero(binding == b)
+        for j in rng.permutation(len(ok))[:k].tolist():
+            rows = order[lo[j]: hi[j]]
             if not cfg.consistent:
                 rows = rows[[rng.integers(len(rows))]]
             name = view.names[idents[rows[0], 2]]
-            need = set(spaced[rows].tolist())
-            names = sorted(n for n, v in variants.items() if n != name and _shape(n) == _shape(name) and need <= v)
-            if not names:
+            sp = spaced[rows]
+            names = names_for.get((_shape(name), 1 * bool((~sp).any()) + 2 * bool(sp.any())), [])
+            if len(names) < 1 + (name in names):
                 continue
             new = names[rng.integers(len(names))]
+            while new == name:
+                new = names[rng.integers(len(names))]
             edits += [(int(idents[r, 0]), int(idents[r, 1]), pool[(new, bool(spaced[r]))]) for r in rows.tolist()]
         return _splice(ids, labels, edits)
 
