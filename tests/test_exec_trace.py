@@ -147,6 +147,15 @@ def test_cli(bwrap, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "codept.cli", "trace", str(tmp_path / "nope"), "--out", str(tmp_path / "o")],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "no such file or folder" in bad.stderr and "Traceback" not in bad.stderr
+    (tmp_path / "d.py").write_text("def g():\n    '''\n    >>> g()\n    1\n    '''\n    return 1\n")
+    bad = subprocess.run([sys.executable, "-m", "codept.cli", "trace", str(tmp_path), "--out", str(tmp_path / "o"), "--repeat", "0"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "repeat=0: must be >= 1" in bad.stderr and "Traceback" not in bad.stderr
+    ok = subprocess.run([sys.executable, "-m", "codept.cli", "trace", str(tmp_path), "--out", str(tmp_path / "o"), "--quiet"],
+                        capture_output=True, text=True)
+    assert ok.returncode == 0 and "1 kept" in ok.stdout, ok.stderr
+    assert job.read_rows(tmp_path / "o")[0]["counts"] == {"5": 1}
+    assert [json.loads(l)["reason"] for l in (tmp_path / "o" / "skipped.jsonl").open()] == ["no_doctest"]  # hello.py
     bad = subprocess.run([sys.executable, "-m", "codept.cli", "exec", "run", str(f), "--timeout", "0"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "timeout=0.0: must be > 0" in bad.stderr

@@ -51,8 +51,11 @@ class TraceConfig:
     output_cap: int = 2000
 
     def __post_init__(self):
-        if self.repeat < 1 or self.shard_items < 1 or self.max_steps < 1 or self.repr_cap < 8:
-            raise ValueError(f"trace settings {self}: repeat, shard_items, max_steps must be >= 1, repr_cap >= 8")
+        for name, low in (("repeat", 1), ("shard_items", 1), ("max_steps", 1), ("repr_cap", 8), ("output_cap", 0)):
+            if getattr(self, name) < low:
+                raise ValueError(f"trace setting {name}={getattr(self, name)}: must be >= {low}")
+        if not self.unit_timeout > 0:
+            raise ValueError(f"trace setting unit_timeout={self.unit_timeout}: must be > 0")
 
     def caps(self) -> dict:
         return {"max_steps": self.max_steps, "repr_cap": self.repr_cap, "unit_timeout": self.unit_timeout,
@@ -209,11 +212,13 @@ def main(args) -> int:
     if not items:
         print(f"codept trace: nothing to trace in {args.sources} ({len(skipped)} files without doctests)", file=sys.stderr)
         return 2
-    limits = sandbox.Limits(timeout=args.timeout)
     try:
-        s = run_job(items, args.out, TraceConfig(repeat=args.repeat), limits, workers=args.workers or os.cpu_count(),
+        limits, cfg = sandbox.Limits(timeout=args.timeout), TraceConfig(repeat=args.repeat)
+        if args.workers < 0 or args.mutate < 0:
+            raise ValueError(f"--workers={args.workers} / --mutate={args.mutate}: must be >= 0")
+        s = run_job(items, args.out, cfg, limits, workers=args.workers or os.cpu_count(),
                     force=args.force, show_progress=not args.quiet, unsafe=args.unsafe_no_sandbox)
-    except sandbox.SandboxUnavailable as e:
+    except (ValueError, sandbox.SandboxUnavailable) as e:
         print(f"codept trace: {e}", file=sys.stderr)
         return 2
     (args.out / "skipped.jsonl").write_text("".join(json.dumps({"path": p, "reason": r}) + "\n" for p, r in skipped))
