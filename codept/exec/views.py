@@ -71,27 +71,20 @@ def statement_lines(code: str) -> list[int] | None:
 
 
 def serialize(states: list, max_chars: int) -> tuple[str, list[tuple[int, int]]]:
-    """CodeExecutor's trace text and the char ranges of its values (step 3)."""
-    parts, values, n = [], [], 0
+    """CodeExecutor's trace text and the char ranges of its values (step 3); whole steps only, up
+    to `max_chars`."""
+    text, values = "", []
     for line, delta in states:
-        piece = f" <line> {line} <state>"
-        items = []
-        for name, value in delta.items():
-            items.append((f" {name} : ", value))
-        chunk = [piece]
-        spans = []
-        pos = n + len(piece)
-        for j, (head, value) in enumerate(items):
-            head = (" ;" if j else "") + head
-            spans.append((pos + len(head), pos + len(head) + len(value)))
-            chunk.append(head + value)
-            pos += len(head) + len(value)
-        if pos > max_chars:
+        step, spans = f" <line> {line} <state>", []
+        for j, (name, value) in enumerate(delta.items()):
+            step += (" ;" if j else "") + f" {name} : "
+            spans.append((len(text) + len(step), len(text) + len(step) + len(value)))
+            step += value
+        if len(text) + len(step) > max_chars:
             break
-        parts += chunk
+        text += step
         values += spans
-        n = pos
-    return "".join(parts), values
+    return text, values
 
 
 def _first_token(offsets: np.ndarray, char: int) -> int:

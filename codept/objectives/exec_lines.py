@@ -4,8 +4,8 @@ Reads a codept.exec.views.TraceView: the code's tokens and, at the first token o
 line, the bucket of that line's execution count recorded offline in the sandbox (never / once /
 2-4 / 5-16 / 17+; codept.exec.views.BUCKETS). The code is not corrupted: the model sees the whole
 unit (prefix all True) and classifies the labelled tokens (head ``exec_lines``, a TokenClassifier
-with N_BUCKETS classes). Optionally the doctest calls are NOT shown: the model must infer which
-branches the unit's own examples take from the code alone (the docstring holds them).
+with N_BUCKETS classes). The unit's inputs are its docstring's doctest calls, which are part of
+the code the model reads: it must infer which branches those examples take and how often loops run.
 Cost: O(T) per document (a copy). Not covered: per-token labels inside a line (one label per
 line, on its first token), inputs given separately from the docstring.
 """
