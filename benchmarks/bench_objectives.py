@@ -112,6 +112,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--batches", type=int, default=24, help="batches per contender and repeat")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--only", default="", help="regex: measure only the contenders it matches (+ the HF ones)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     from transformers import AutoTokenizer, DataCollatorForLanguageModeling
@@ -147,6 +148,10 @@ def main() -> None:
     wwm_lists = [{"input_ids": r.tolist(), "offset_mapping": o.tolist()} for r, o in zip(cut, offs)]
     wwm_collator = DataCollatorForLanguageModeling(hf_tok, mlm=True, mlm_probability=0.15, whole_word_mask=True)
 
+    if args.only:
+        import re
+
+        runs = {k: v for k, v in runs.items() if re.search(args.only, k)}
     names = list(runs) + ["hf lists", "hf tensors", "hf wwm"]
     rates: dict[str, list[float]] = {k: [] for k in names}
     print(f"{len(views)} views, {len(flat):,} tokens; rows of {args.seq}, batches of {args.batch}, "

@@ -183,13 +183,16 @@ def t5_sentinels(ids: np.ndarray, noise: np.ndarray, vocab: Vocab) -> tuple[np.n
     start = noise.copy()
     start[1:] &= ~noise[:-1]
     n_spans = int(start.sum())
-    sent = np.asarray([vocab.sentinel(i) for i in range(n_spans)], dtype=ids.dtype) if n_spans else ids[:0]
-    span_of = np.cumsum(start) - 1
+    if n_spans > len(vocab.sentinel_ids):
+        vocab.sentinel(n_spans - 1)  # raises: names the sentinel count
+    sent = np.asarray(vocab.sentinel_ids[:n_spans], dtype=ids.dtype)
     keep = ~noise | start
-    inputs = np.where(start, sent[span_of.clip(0)] if n_spans else ids, ids)[keep]
+    inputs = ids.copy()
+    inputs[start] = sent
+    inputs = inputs[keep]
     hid = np.flatnonzero(noise)
     pos = np.arange(len(hid)) + np.cumsum(start[hid])  # each hidden token after its span's sentinel
-    eos = dict(vocab.roles).get("eos")
+    eos = vocab._roles.get("eos")
     targets = np.empty(len(hid) + n_spans + (eos is not None), dtype=ids.dtype)
     targets[pos] = ids[hid]
     targets[pos[start[hid]] - 1] = sent
