@@ -15,7 +15,7 @@
 
 Bad input ends in one line ``codept <command>: error: <what and the rule>`` and exit status 2, never
 a traceback: paths, tokenizer folders, output folders and numbers are checked by argparse types
-(:func:`existing_file`, :func:`tokenizer_path`, :func:`out_folder`, :func:`int_at_least`) before any
+(codept.argtypes: ``existing_file``, ``tokenizer_path``, ``out_folder``, ``int_at_least``) before any
 work; what only a command can find out (a file it cannot read, an unknown language, a folder that
 is no checkpoint, nothing to prepare) is raised as :class:`CommandError` or one of the input errors
 in :data:`INPUT_ERRORS` and printed by :func:`main`. Not covered: errors of the libraries below
@@ -30,6 +30,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from codept.argtypes import (existing_file, existing_path, int_at_least, jaccard, out_folder, positive_float,
+                             tokenizer_path)
 from codept.data.jobs import NothingToPrepare, SkipFile
 from codept.parallel import WorkersFailing
 
@@ -39,74 +41,6 @@ class CommandError(Exception):
 
 
 INPUT_ERRORS = (CommandError, SkipFile, NothingToPrepare)  # printed without a traceback, exit 2
-
-
-# ---- argparse types: a bad value is a usage error naming the value and the rule -------------------
-
-
-def existing_file(value: str) -> Path:
-    p = Path(value)
-    if not p.exists():
-        raise argparse.ArgumentTypeError(f"{value}: no such file")
-    if not p.is_file():
-        raise argparse.ArgumentTypeError(f"{value}: not a file (a {'folder' if p.is_dir() else 'special file'})")
-    return p
-
-
-def existing_path(value: str) -> Path:
-    if not Path(value).exists():
-        raise argparse.ArgumentTypeError(f"{value}: no such file or folder")
-    return Path(value)
-
-
-def tokenizer_path(value: str) -> Path:
-    p = Path(value)
-    if not (p / "tokenizer.json" if p.is_dir() else p).is_file():
-        raise argparse.ArgumentTypeError(f"{value}: no tokenizer.json there (expected a folder written by "
-                                         "`codept tokenizer train` or a transformers model, or a tokenizer.json)")
-    return p
-
-
-def out_folder(value: str) -> Path:
-    p = Path(value)
-    if p.exists() and not p.is_dir():
-        raise argparse.ArgumentTypeError(f"{value}: exists and is not a folder (an output folder is created or "
-                                         "reused, never put in place of a file)")
-    return p
-
-
-def int_at_least(lo: int):
-    def parse(value: str) -> int:
-        try:
-            n = int(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-        if n < lo:
-            raise argparse.ArgumentTypeError(f"{n} must be >= {lo}")
-        return n
-
-    parse.__name__ = f"integer >= {lo}"
-    return parse
-
-
-def positive_float(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
-    if not x > 0:
-        raise argparse.ArgumentTypeError(f"{value} must be > 0")
-    return x
-
-
-def jaccard(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
-    if not 0 <= x < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be in [0, 1) (0 = off)")
-    return x
 
 
 # ---- commands -------------------------------------------------------------------------------------

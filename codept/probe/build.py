@@ -72,6 +72,7 @@ from pathlib import Path
 
 import numpy as np
 
+from codept.argtypes import int_at_least, out_folder, tokenizer_path
 from codept.probe import Pair, save_pairs
 from codept.structure.kinds import DEFINITION_KINDS
 from codept.structure.view import TokenText
@@ -738,16 +739,16 @@ def format_meta(meta: dict) -> str:
 def add_arguments(parser) -> None:
     parser.add_argument("sources", nargs="+", help="files, directories, globs, jsonl/parquet, saved HF datasets "
                         "(anything `codept prepare` reads)")
-    parser.add_argument("--out", required=True, type=Path, help="probe folder (pairs.jsonl, probe.json)")
+    parser.add_argument("--out", required=True, type=out_folder, help="probe folder (pairs.jsonl, probe.json)")
     parser.add_argument("--exclude", nargs="+", action="extend", default=[], metavar="SRC",
                         help="training data to decontaminate against: a prepared folder, `stdlib`, or any source")
     parser.add_argument("--lang", nargs="+", action="extend", dest="langs", metavar="L",
                         help="only these languages (default: all)")
-    parser.add_argument("--min-query-words", type=int, default=3,
+    parser.add_argument("--min-query-words", type=int_at_least(0), default=3,
                         help="drop pairs whose query (the docstring summary) has fewer words (default 3)")
-    parser.add_argument("--min-body-lines", type=int, default=3,
+    parser.add_argument("--min-body-lines", type=int_at_least(0), default=3,
                         help="non-blank lines of code, doc removed")
-    parser.add_argument("--tokenizer", type=Path, help="tokenizer of the prepare cache to use (default: the default)")
+    parser.add_argument("--tokenizer", type=tokenizer_path, help="tokenizer of the prepare cache to use (default: the default)")
 
 
 def main(args) -> int:

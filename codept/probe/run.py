@@ -49,6 +49,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
+from codept.argtypes import int_at_least, out_folder, tokenizer_path
 from codept.probe import Pair, load_pairs
 from codept.probe import metrics as M
 
@@ -573,21 +574,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="bm25 | random[:PRESET] | a transformers folder | a codept "
                    "checkpoint (run folder with `latest`, or a checkpoint folder) | bm25+MODEL (hybrid)")
     p.add_argument("--probe", required=True, type=Path, help="probe folder with pairs.jsonl (codept probe build)")
-    p.add_argument("--pool", type=int, default=DEFAULT_POOL, help="candidates per pool (default 1000)")
+    p.add_argument("--pool", type=int_at_least(2), default=DEFAULT_POOL, help="candidates per pool (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="pool permutation (and random-model init) seed")
     p.add_argument("--protocol", choices=["pool", "corpus", "both"], default="pool",
                    help="seeded pools, every query against the whole language corpus, or both")
-    p.add_argument("--out", type=Path, help="output folder (default: PROBE/results/<model-slug>/)")
+    p.add_argument("--out", type=out_folder, help="output folder (default: PROBE/results/<model-slug>/)")
     p.add_argument("--lang", nargs="+", help="only these languages")
     p.add_argument("--pooling", choices=["mean", "cls"], default="mean",
                    help="embedding of a text: mean over real tokens, or the first token (default mean)")
-    p.add_argument("--max-len", type=int, default=256, help="code tokens kept per candidate")
-    p.add_argument("--query-max-len", type=int, default=64, help="query tokens kept")
-    p.add_argument("--batch-size", type=int, default=64, help="texts per forward pass (default 64)")
+    p.add_argument("--max-len", type=int_at_least(1), default=256, help="code tokens kept per candidate")
+    p.add_argument("--query-max-len", type=int_at_least(1), default=64, help="query tokens kept")
+    p.add_argument("--batch-size", type=int_at_least(1), default=64, help="texts per forward pass (default 64)")
     p.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--alpha", type=float, default=0.5, help="BM25 weight of a bm25+MODEL hybrid")
-    p.add_argument("--max-queries", type=int, help="at most this many pairs per language (seeded subset)")
-    p.add_argument("--tokenizer", type=Path, help="tokenizer folder for random/codept models (default: theirs)")
+    p.add_argument("--max-queries", type=int_at_least(1), help="at most this many pairs per language (seeded subset)")
+    p.add_argument("--tokenizer", type=tokenizer_path, help="tokenizer folder for random/codept models (default: theirs)")
     p.add_argument("--name", help="model slug for the output folder and tables (default: from --model)")
 
 

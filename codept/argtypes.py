@@ -1,0 +1,79 @@
+"""argparse types shared by every ``codept`` subcommand: a bad value is a usage error (exit 2) that
+names the value and the rule, raised while the command line is parsed, before any work.
+
+``existing_file``, ``existing_path``, ``tokenizer_path`` (a folder with tokenizer.json, or the file),
+``out_folder`` (absent or a folder: an output path never replaces a file), ``int_at_least(lo)``,
+``positive_float``, ``jaccard`` (in [0, 1)). Each checks only what the value itself says (a path's
+kind, a number's range); whether a folder holds what a command needs is the command's check.
+Cost: one stat per path. Imports only argparse and pathlib, so any layer may use it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def existing_file(value: str) -> Path:
+    p = Path(value)
+    if not p.exists():
+        raise argparse.ArgumentTypeError(f"{value}: no such file")
+    if not p.is_file():
+        raise argparse.ArgumentTypeError(f"{value}: not a file (a {'folder' if p.is_dir() else 'special file'})")
+    return p
+
+
+def existing_path(value: str) -> Path:
+    if not Path(value).exists():
+        raise argparse.ArgumentTypeError(f"{value}: no such file or folder")
+    return Path(value)
+
+
+def tokenizer_path(value: str) -> Path:
+    p = Path(value)
+    if not (p / "tokenizer.json" if p.is_dir() else p).is_file():
+        raise argparse.ArgumentTypeError(f"{value}: no tokenizer.json there (expected a folder written by "
+                                         "`codept tokenizer train` or a transformers model, or a tokenizer.json)")
+    return p
+
+
+def out_folder(value: str) -> Path:
+    p = Path(value)
+    if p.exists() and not p.is_dir():
+        raise argparse.ArgumentTypeError(f"{value}: exists and is not a folder (an output folder is created or "
+                                         "reused, never put in place of a file)")
+    return p
+
+
+def int_at_least(lo: int):
+    def parse(value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+        if n < lo:
+            raise argparse.ArgumentTypeError(f"{n} must be >= {lo}")
+        return n
+
+    parse.__name__ = f"integer >= {lo}"
+    return parse
+
+
+def positive_float(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not x > 0:
+        raise argparse.ArgumentTypeError(f"{value} must be > 0")
+    return x
+
+
+def jaccard(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not 0 <= x < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be in [0, 1) (0 = off)")
+    return x
