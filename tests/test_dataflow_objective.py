@@ -132,3 +132,14 @@ def test_dataflow_loss_falls(code_views, small_tok, vocab):
     ls = _train(build("dataflow", vocab), code_views, ["dataflow"], small_tok.get_vocab_size())["dataflow"]
     first, last = np.mean(ls[:5]), np.mean(ls[-5:])
     assert last < first - 0.5, (first, last)
+
+
+def test_multi_pointer_parameters_are_never_0_dim():
+    """DeepSpeed broadcasts every parameter as bytes at start-up; a 0-dim one makes it fail."""
+    from codept.model import transformer as T
+    from codept.model.heads import build_head
+
+    head = build_head("dataflow", T.Transformer(T.tiny(vocab_size=100)))
+    assert all(p.dim() > 0 for p in head.parameters())
+    for p in head.parameters():
+        p.data.view(torch.uint8)  # what deepspeed.runtime.engine._broadcast_model does

@@ -225,6 +225,12 @@ class MultiPointerHead(PointerHead):
     use the model is not forced to pick one. Accuracy: argmax is one of the targets. Same bilinear
     scores over src's document plus "none" as PointerHead."""
 
+    def __init__(self, model: Transformer, label: str = "dataflow"):
+        super().__init__(model, label)
+        # (1,), not 0-dim: DeepSpeed's initial broadcast views every parameter as bytes, which a
+        # 0-dim tensor refuses ("self.dim() cannot be 0"); PointerHead's scalar has that problem
+        self.none = nn.Parameter(torch.zeros(1))
+
     def forward(self, hidden: torch.Tensor, batch: dict, metrics: bool = False):
         ptr = batch[self.field]  # (B, K, 1 + m)
         if ptr.dim() != 3 or ptr.shape[-1] < 2:
