@@ -118,3 +118,45 @@ def test_text_recipe_end_to_end_on_two_ranks(tmp_path):
     assert set(s["pair_probes"]["sop"]) == {"nsp_random", "nsp_same_document", "sop"}
     st = s["strategies"]
     assert st["long"] == "stride:96" and 0 <= st["stride_overlap_tokens"] < st["text_tokens"]
+
+
+def _catalog_jsonl(path: Path, n: int = 300) -> Path | None:
+    """en-de pairs of a real gettext catalog of this machine as jsonl (None without one)."""
+    import gettext
+
+    mo = next((p for p in C.catalogs(("de",)) if p.name == "coreutils.mo"), None)
+    if mo is None:
+        return None
+    cat = gettext.GNUTranslations(open(mo, "rb"))._catalog
+    rows = [{"src": k, "tgt": v, "src_lang": "en", "tgt_lang": "de"} for k, v in cat.items()
+            if isinstance(k, str) and len(k.split()) >= 3 and v and v != k][:n]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.mark.slow
+def test_tlm_recipe_reports_retrieval_on_held_out_pairs(tmp_path):
+    pairs = _catalog_jsonl(tmp_path / "pairs.en-de.jsonl")
+    if pairs is None:
+        pytest.skip("no de coreutils catalog on this machine")
+    text = tmp_path / "text"
+    text.mkdir()
+    for p in sorted((C.english_docs() / "topics").glob("*.txt"))[:20]:
+        (text / p.name).write_text(p.read_text())
+    port, out = _port(), tmp_path / "run"
+    exe = Path(sys.executable).with_name("deepspeed")
+    launcher = [str(exe)] if exe.exists() else [sys.executable, "-m", "deepspeed.launcher.runner"]
+    env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    try:
+        r = subprocess.run([*launcher, "--num_gpus", "2", "--master_port", str(port), "recipes/pretrain_text.py",
+                            "--preset", "tlm_cpu", f"out_dir={out}", "steps=4", "val.every=2", "val.rows=8",
+                            "model.layers=1", f"data.text={text}", f"data.pairs={pairs}", "data.retrieval_pool=40"],
+                           cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    finally:
+        for f in glob.glob(f"/dev/shm/deepspeed_allreduce_buffer_{os.getuid()}_*_{port}_*"):
+            os.unlink(f)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    s = json.loads((out / "summary.json").read_text())
+    ret = s["retrieval"]
+    assert ret["n"] == 40 and 0 < ret["mrr"] <= 1 and set(ret["by_lang"]) == {"de"}
+    assert s["val"]["mlm"]["n"] > 0 and s["held_docs"]["pairs"] >= 40
