@@ -33,6 +33,8 @@
 6. Output, in input order: Arrow shards with ``Dataset.save_to_disk`` metadata
    (``datasets.load_from_disk(DIR)`` opens them memory-mapped; :func:`load_views`),
    ``manifest.jsonl`` (one row per input, streamed), ``summary.json``, and ``DONE`` last.
+   The listing and stat keys use quick settings (grammar files and wheel stats, no query compiled),
+   so a cache hit costs no grammar load; the content key keeps the full grammar fingerprint.
 Why not ``datasets.map(num_proc)``: it can neither kill a hung worker nor survive one that segfaults,
 and a parser fed hostile input can do both. Cost: a cache hit ~ one ``stat`` per input; a build ~
 view building / workers + one read of the inputs; a stat change on unchanged inputs ~ one read;
@@ -217,6 +219,30 @@ def _settings(cfg: PrepareConfig, tokenizer_dir: Path):
     return h
 
 
+def _quick_settings(cfg: PrepareConfig, tokenizer_dir: Path):
+    """The settings for the listing and stat keys, without compiling a grammar (1-2 s of a cache hit):
+    the grammar folders' bytes and the stat of each grammar wheel's files (an upgrade rewrites them)
+    instead of grammar.grammars_fingerprint. The content key keeps the full fingerprint."""
+    import importlib.util
+    import tomllib
+
+    h = hashlib.sha256(f"codept {__version__} quick\n".encode())
+    h.update(_code_fingerprint())
+    for f in sorted(grammar.grammars_dir().glob("*/*")):
+        if f.is_file() and f.suffix in (".toml", ".scm"):
+            h.update(key_bytes(str(f.relative_to(grammar.grammars_dir()))) + b"\0" + f.read_bytes())
+            if f.name == "language.toml":
+                mods = ["tree_sitter", tomllib.loads(f.read_text()).get("module", "")]
+                for spec in filter(None, (importlib.util.find_spec(m) for m in mods if m)):
+                    for loc in spec.submodule_search_locations or [spec.origin]:
+                        for g in sorted(Path(loc).rglob("*")) if Path(loc).is_dir() else [Path(loc)]:
+                            st = g.stat()
+                            h.update(key_bytes(f"{g}\0{st.st_size} {st.st_mtime_ns}\n"))
+    h.update(tokenizer_fingerprint(load_tokenizer(tokenizer_dir)).encode())
+    h.update(json.dumps(asdict(cfg), sort_keys=True).encode())
+    return h
+
+
 def _hexkey(settings, lines: list[str]) -> str:
     h = settings.copy()
     for line in lines:
@@ -302,12 +328,12 @@ def prepare(sources: list, out: Path | None = None, tokenizer_dir: Path | None =
     listing = list_sources(sources)
     if not listing.exists and not listing.streamed:
         raise _missing(sources)
-    settings = _settings(cfg, tokenizer_dir)
-    cache = _Cache(listing, _hexkey(settings, listing.entries), _hexkey(settings, listing.stats),
-                   Path(out) if out else None)
+    quick = _quick_settings(cfg, tokenizer_dir)
+    cache = _Cache(listing, _hexkey(quick, listing.entries), _hexkey(quick, listing.stats), Path(out) if out else None)
     if not force and (hit := cache.stat_hit()):
         return hit
     lock_on = cache.out or cache_dir() / "views" / f".build-{cache.listing_key}"
+    settings = _settings(cfg, tokenizer_dir)
     with build_lock(lock_on):
         if not force and (hit := cache.stat_hit() or _hash_hit(sources, cfg, settings, cache)):
             return hit
