@@ -2,7 +2,9 @@
 names the value and the rule, raised while the command line is parsed, before any work.
 
 ``existing_file``, ``existing_path``, ``tokenizer_path`` (a folder with tokenizer.json, or the file),
-``out_folder`` (absent or a folder: an output path never replaces a file), ``int_at_least(lo)``,
+``out_folder`` (absent or a folder: an output path never replaces a file), ``replaceable_folder``
+(also empty or an earlier codept output: a job that replaces its folder whole never deletes a user's
+files), ``int_at_least(lo)``,
 ``positive_float``, ``jaccard`` (in [0, 1)). Each checks only what the value itself says (a path's
 kind, a number's range); whether a folder holds what a command needs is the command's check.
 Cost: one stat per path. Imports only argparse and pathlib, so any layer may use it.
@@ -42,6 +44,20 @@ def out_folder(value: str) -> Path:
     if p.exists() and not p.is_dir():
         raise argparse.ArgumentTypeError(f"{value}: exists and is not a folder (an output folder is created or "
                                          "reused, never put in place of a file)")
+    return p
+
+
+def replaceable_folder(value: str) -> Path:
+    """An output folder that a job replaces whole (``codept prepare``, ``prepare-text``): absent, empty,
+    or an earlier codept output (it holds ``DONE``); never a folder of the user's own files."""
+    p = out_folder(value)
+    if p.is_dir() and not (p / "DONE").is_file():
+        entries = sorted(e.name for e in p.iterdir())
+        if entries:
+            raise argparse.ArgumentTypeError(
+                f"{value}: a folder with other files ({', '.join(entries[:3])}{', ...' if len(entries) > 3 else ''}) "
+                "and no DONE; this output folder is replaced whole, so it must be new, empty or an earlier "
+                "codept output")
     return p
 
 

@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 
 from codept.argtypes import (existing_file, existing_path, int_at_least, jaccard, out_folder, positive_float,
-                             tokenizer_path)
+                             replaceable_folder, tokenizer_path)
 from codept.data.jobs import NothingToPrepare, SkipFile
 from codept.parallel import WorkersFailing
 
@@ -149,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     pp = sub.add_parser("prepare", help="build views of a corpus and print a summary")
     pp.add_argument("sources", nargs="*", help="files, directories, globs, .jsonl/.parquet files with content+lang "
                     "columns, or saved HF datasets (default: this interpreter's stdlib)")
-    pp.add_argument("--out", type=out_folder, help="output folder (default: a cache folder keyed by content hash)")
+    pp.add_argument("--out", type=replaceable_folder, help="output folder (default: a cache folder keyed by content hash)")
     pp.add_argument("--tokenizer", type=tokenizer_path,
                     help="tokenizer folder (default: BPE trained on the stdlib, cached)")
     pp.add_argument("--workers", type=int_at_least(0), default=0, help="worker processes (default 0: all cores)")
@@ -179,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     px = sub.add_parser("prepare-text", help="natural-language corpora -> text/pair views on disk")
     px.add_argument("sources", nargs="+", help="text/markdown/rst/man files or directories, .jsonl/.tsv/.mo/.po pairs")
-    px.add_argument("--out", type=out_folder, help="output folder (default: a cache folder keyed by content hash)")
+    px.add_argument("--out", type=replaceable_folder, help="output folder (default: a cache folder keyed by content hash)")
     px.add_argument("--tokenizer", type=tokenizer_path,
                     help="tokenizer folder (default: BPE trained on the stdlib, cached)")
     px.add_argument("--lang", help="language of the text documents (default: guessed; 'zh' for Chinese)")

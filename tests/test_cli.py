@@ -76,6 +76,8 @@ BAD = [  # (argv with {d} for the test folder, what the one-line error must say)
     (["export", "{d}/ckpt", "--out", "{d}/notes.txt"], "notes.txt: exists and is not a folder"),
     (["prepare", "{d}/missing.py", "--out", "{d}/views"], "nothing to prepare"),
     (["prepare", "{d}/nul.py", "--out", "{d}/notes.txt"], "notes.txt: exists and is not a folder"),
+    (["prepare", "{d}/nul.py", "--out", "{d}"], "and no DONE; this output folder is replaced whole"),
+    (["prepare-text", "{d}/notes.txt", "--out", "{d}"], "and no DONE; this output folder is replaced whole"),
     (["prepare", "--workers", "-3"], "argument --workers: -3 must be >= 0"),
     (["prepare", "--max-bytes", "1MB"], "argument --max-bytes: '1MB' is not an integer"),
     (["prepare", "--near-dedup", "1.5"], "1.5 must be in [0, 1)"),
@@ -101,6 +103,17 @@ def test_bad_input_is_one_clear_line(argv, message, files, tok_dir, capsys):
     assert rc == 2, err
     assert message in err and "Traceback" not in err, err
     assert (files / "notes.txt").read_text() == "hello\n"  # an output path never replaces a file
+    assert (files / "nul.py").is_file()  # nor a folder of the user's files
+
+
+def test_prepare_reuses_its_own_output_folder(files, tok_dir, capsys):
+    out = files / "views"
+    out.mkdir()  # empty: fine
+    for _ in range(2):  # the second run finds DONE: an earlier codept output, fine too
+        rc, err = _cli(["prepare", stdlib_root() / "json" / "tool.py", "--out", out, "--tokenizer", tok_dir,
+                        "--workers", "1"], capsys)
+        assert rc == 0, err
+    assert (out / "DONE").is_file()
 
 
 def test_view_prints_a_stdlib_file(tok_dir, capsys):
