@@ -191,11 +191,14 @@ def prepare_corpora(data: DataConfig, init_dir: Path | None, is_main: bool) -> t
 
 
 def shuffle_sentences(view, rng: np.random.Generator):
-    """The view with its sentences in a random order (ids, word ids and sentence ranges moved
-    together; text and offsets still describe the original order). Paragraphs become one."""
+    """The view with its sentences in a random order (ids, offsets, word ids and sentence ranges moved
+    together; ``text`` stays the original, so offsets point into it out of order). Paragraphs become
+    one. A document of fewer than 2 sentences is returned as it is."""
     s = np.asarray(view.sentences)
+    if len(s) < 2:
+        return view
     order = rng.permutation(len(s))
-    idx = np.concatenate([np.arange(a, b) for a, b in s[order]]) if len(s) else np.zeros(0, np.int64)
+    idx = np.concatenate([np.arange(a, b) for a, b in s[order]])
     lengths = (s[:, 1] - s[:, 0])[order]
     ends = np.cumsum(lengths)
     words = np.asarray(view.words)[idx]
