@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from codept.objectives import ar, electra, glm, plm, unilm  # issue 15: the regimes
 from codept.objectives import code_doc, mlm, nsp, sop, syntax_span, tlm
-from codept.objectives import dataflow, ident_mask, ident_rtd  # issue 16: code objectives
+from codept.objectives import dataflow, ident_mask, ident_rtd, translate  # issue 16: code objectives
 from codept.objectives import phrase, span, t5_span, wwm
 from codept.objectives import exec_lines, exec_values  # issue 17: execution traces
 
@@ -39,6 +39,7 @@ OBJECTIVES = {
     "dataflow": (dataflow.build, dataflow.Config),
     "ident_rtd": (ident_rtd.build, ident_rtd.Config),
     "ident_mask": (ident_mask.build, ident_mask.Config),
+    "translate": (translate.build, translate.Config),
 }
 
 # objective -> the heads (codept.model.heads.HEADS names) its labels train. code_doc's optional MLM
@@ -65,6 +66,7 @@ HEADS_OF = {
     "dataflow": ("dataflow",),  # masked uses -> any reaching definition (MultiPointerHead)
     "ident_rtd": ("rtd",),  # renamed identifiers detected per token
     "ident_mask": ("lm",),  # DOBF: the masked names after the code, causal
+    "translate": ("mlm",),  # TLM over code <-> code and doc <-> code pairs
 }
 
 
@@ -92,6 +94,7 @@ VIEWS_OF = {
     "dataflow": ("code",),
     "ident_rtd": ("code",),
     "ident_mask": ("code",),
+    "translate": ("pair",),
 }
 
 # objective -> default loss weights of its heads (a ``loss.<head>`` setting overrides them):
