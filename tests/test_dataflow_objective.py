@@ -143,3 +143,17 @@ def test_multi_pointer_parameters_are_never_0_dim():
     assert all(p.dim() > 0 for p in head.parameters())
     for p in head.parameters():
         p.data.view(torch.uint8)  # what deepspeed.runtime.engine._broadcast_model does
+
+
+def test_multi_pointer_count_matches_n_valid(small_tok, vocab):
+    """target_counts (the trainer's normaliser, fixed before the forward) must equal n_valid."""
+    from codept.model import transformer as T
+    from codept.model.heads import build_head, target_counts
+
+    obj = build("dataflow", vocab, rate=1.0)
+    exs = [obj(build_view("f.py", "python", SRC, small_tok), np.random.default_rng(i)) for i in range(3)]
+    batch = collate(pack(exs, 256, pad_id=0))
+    m = T.Transformer(T.tiny(vocab_size=small_tok.get_vocab_size(), max_positions=256))
+    head = build_head("dataflow", m)
+    _, n = head(m.encode(batch), batch)
+    assert target_counts(batch, {"dataflow": head})["dataflow"] == int(n) == sum(len(e.pointers["dataflow"]) for e in exs)

@@ -231,6 +231,10 @@ class MultiPointerHead(PointerHead):
         # 0-dim tensor refuses ("self.dim() cannot be 0"); PointerHead's scalar has that problem
         self.none = nn.Parameter(torch.zeros(1))
 
+    def count(self, batch: dict) -> int:
+        """Records (src >= 0) in a batch: what forward's n_valid will be (target_counts)."""
+        return int((batch[self.field][..., 0] >= 0).sum())
+
     def forward(self, hidden: torch.Tensor, batch: dict, metrics: bool = False):
         ptr = batch[self.field]  # (B, K, 1 + m)
         if ptr.dim() != 3 or ptr.shape[-1] < 2:
