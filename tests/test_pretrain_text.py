@@ -85,6 +85,12 @@ def test_sentence_shuffling_moves_whole_sentences(small_tok):
     assert changed >= 18
 
 
+def test_sentence_shuffling_leaves_short_documents_alone(small_tok):
+    for text in ("", "Just one sentence here"):
+        v = build_text_view("d", "text", text, small_tok)
+        assert R.shuffle_sentences(v, np.random.default_rng(0)) is v
+
+
 def test_reciprocal_ranks():
     assert mrr_of(np.eye(5)).tolist() == [1.0] * 5
     s = np.eye(4)[[1, 0, 2, 3]]  # queries 0, 1 prefer each other's target: rank 2
