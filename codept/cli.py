@@ -164,6 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--no-dedup", action="store_true", help="keep exact duplicates (default: drop them)")
     pp.add_argument("--near-dedup", type=jaccard, default=0.0, metavar="JACCARD",
                     help="drop near-duplicates above this MinHash Jaccard similarity, e.g. 0.85 (default: off)")
+    pp.add_argument("--worker-memory", type=int_at_least(-1), default=0, metavar="BYTES",
+                    help="memory limit per worker process; an input over it is skipped as too_much_memory "
+                         "(default 0: 80%% of RAM split over the workers; -1: no limit)")
     pp.add_argument("--num-shards", type=int_at_least(1), default=1,
                     help="machines sharing the corpus; a file goes to the shard of its content hash, so "
                          "duplicates meet on one machine (default 1)")

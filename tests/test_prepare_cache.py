@@ -199,3 +199,10 @@ def test_listing_reads_no_content(tmp_path):
     after = records.list_sources([str(src)])
     assert before.exists and len(after.entries) == len(before.entries) + 1 and after.racy
     assert not records.list_sources([str(tmp_path / "missing")]).exists
+
+
+def test_cli_takes_worker_memory(tmp_path):
+    from codept.cli import build_parser
+
+    args = build_parser().parse_args(["prepare", str(tmp_path), "--worker-memory", str(300 << 20)])
+    assert args.worker_memory == 300 << 20
