@@ -35,6 +35,7 @@ from codept.data.jobs import NothingToPrepare, ShardWriter, key_bytes
 from codept.data.jobs import progress as progress_bar
 from codept.text.build import build_doc
 from codept.text.readers import PairDoc, Skip, TextDoc, discover, read_file
+from codept.text.readers import fingerprint as readers_fingerprint
 from codept.text.segment import segmenter_fingerprint
 from codept.text.view import PAIR_ARROW_SCHEMA, TEXT_ARROW_SCHEMA, PairView
 from codept.tokenizer import cache_dir, default_tokenizer_dir, load_tokenizer, tokenizer_fingerprint
@@ -96,6 +97,7 @@ def _key(files: list[tuple[str, str]], skipped: list[Skip], cfg: TextConfig, tok
             h.update(f.read_bytes())
     h.update(tokenizer_fingerprint(load_tokenizer(tokenizer_dir)).encode())
     h.update(segmenter_fingerprint(cfg.user_dict).encode())
+    h.update(readers_fingerprint())  # markdown-it-py / docutils / polib versions: a new parser, new text
     d = asdict(cfg)
     d.pop("workers")
     h.update(json.dumps(d, sort_keys=True).encode())
