@@ -175,11 +175,22 @@ def stages(pretrainer, batch: dict, metrics: bool) -> tuple[dict, dict]:
     """(the batch the encoder reads, {head: output} of the staged heads), module docstring 1-2."""
     heads, out = pretrainer.heads, {}
     if "labels.sample" in batch and "lm" in heads:
+        refuse_partitioned(pretrainer, "scheduled sampling")
         batch = scheduled_sampling(pretrainer.model, heads["lm"], batch)
     for name, head in heads.items():
         if hasattr(head, "stage") and head.field in batch:
+            refuse_partitioned(pretrainer, f"the {name!r} head's staged forward")
             batch, out[name] = head.stage(pretrainer.model, batch, metrics)
     return batch, out
+
+
+def refuse_partitioned(module: nn.Module, what: str) -> None:
+    """ZeRO-3 gathers a module's parameters only around its ``forward``; a stage calls other
+    methods, so it would read empty partitions: a ValueError naming the rule instead."""
+    p = next(module.parameters())
+    if hasattr(p, "ds_id") and p.numel() == 0:
+        raise ValueError(f"{what} runs outside forward(): it needs ZeRO stage <= 2 (set zero_stage=2 or a "
+                         "zero2 ds_config), not stage 3")
 
 
 def encode(pretrainer, batch: dict) -> dict[str, torch.Tensor]:
