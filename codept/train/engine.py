@@ -495,8 +495,8 @@ def consolidated_state_dict(tag_dir: str | os.PathLike) -> dict[str, torch.Tenso
     ZeRO stage: stages 0-2 keep the module whole in ``mp_rank_00_model_states.pt``; stage 3 shards
     it, so DeepSpeed's zero_to_fp32 gathers the partitions."""
     tag_dir = Path(tag_dir)
-    states = torch.load(tag_dir / "mp_rank_00_model_states.pt", map_location="cpu", weights_only=False)
-    module = states.get("module")
+    whole = tag_dir / "mp_rank_00_model_states.pt"  # ZeRO-3 writes zero_pp_rank_<r>_mp_rank_00_model_states.pt
+    module = torch.load(whole, map_location="cpu", weights_only=False).get("module") if whole.is_file() else None
     if module and all(t.numel() > 0 for t in module.values()):
         return {k: v.float() for k, v in module.items()}
     from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint

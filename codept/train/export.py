@@ -6,8 +6,9 @@
 2. The model config and tokenizer folder come from the checkpoint's rank-0 client state (written by
    recipes/pretrain_code.py); the weights from DeepSpeed's files (:func:`module_state`): ZeRO
    stages 0-2 keep the module whole in ``mp_rank_00_model_states.pt``, read with torch alone, so
-   exporting or probing such a checkpoint never imports deepspeed; only ZeRO-3 partitions are
-   gathered by DeepSpeed (codept.train.engine.consolidated_state_dict, which reads that file again).
+   exporting or probing such a checkpoint never imports deepspeed; only ZeRO-3 partitions
+   (``zero_pp_rank_<r>_mp_rank_00_model_states.pt``, no whole file) are gathered by DeepSpeed
+   (codept.train.engine.consolidated_state_dict).
 3. The encoder (and its MLM head) are written by codept.model.hf.export: config.json (BertConfig),
    model.safetensors and the tokenizer files; ``transformers.AutoModel.from_pretrained(DIR)`` gives
    the same hidden states as the trained encoder.
@@ -56,12 +57,16 @@ def _load(path: Path) -> dict:
 
 def module_state(tag_dir: Path) -> dict[str, torch.Tensor]:
     """The full fp32 module state of a checkpoint folder; DeepSpeed is imported for ZeRO-3 only."""
-    module = _load(tag_dir / "mp_rank_00_model_states.pt").get("module")
+    whole = tag_dir / "mp_rank_00_model_states.pt"  # stages 0-2; ZeRO-3: zero_pp_rank_<r>_mp_rank_00_...
+    if not whole.is_file() and not any(tag_dir.glob("zero_pp_rank_*_mp_rank_00_model_states.pt")):
+        raise FileNotFoundError(f"{tag_dir}: no model states (mp_rank_00_model_states.pt, or ZeRO-3's "
+                                "zero_pp_rank_*_mp_rank_00_model_states.pt): an incomplete checkpoint?")
+    module = _load(whole).get("module") if whole.is_file() else None
     if module and all(t.numel() > 0 for t in module.values()):
         return {k: v.float() for k, v in module.items()}
     from codept.train.engine import consolidated_state_dict  # ZeRO-3: partitions, DeepSpeed gathers them
 
-    return consolidated_state_dict(tag_dir)
+    return {k: v.detach() for k, v in consolidated_state_dict(tag_dir).items()}  # its tensors require grad
 
 
 def load_trained(ckpt: str | Path) -> tuple[Transformer, torch.nn.Module | None, Path]:
