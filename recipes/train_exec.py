@@ -13,7 +13,9 @@ Algorithm:
      them; the Pretrainer's head gives (loss_sum, n); AdamW on loss_sum / n.
   3. Every ``eval_every`` steps and at the end: held-out loss and accuracy over all held-out views
      (eval mode, no_grad). Baseline: the class most frequent among TRAINING labels, scored on the
-     held-out labels (for exec_values: the most frequent training target token).
+     held-out labels (for exec_values: the most frequent training target token); also reported: the
+     held-out's own majority class (an oracle no model could know in advance). ``--fold`` k of
+     1 / ``--held-out`` folds: run every fold for cross-validation.
 Output: ``<out>/train_exec.json`` (config, loss curve, evaluations, baseline). Cost: a few CPU
 minutes at the defaults. Not covered: distributed training, checkpoints (use recipes/pretrain_code.py
 for those once a ``data.`` setting for traces exists).
@@ -56,6 +58,8 @@ def parse(argv):
     p.add_argument("--eval-every", type=int, default=50)
     p.add_argument("--only", default="stdlib:", help="source prefix of the views split into train / held out ('' = all)")
     p.add_argument("--extra", default="", help="source prefix of views added to TRAINING only (e.g. humaneval:)")
+    p.add_argument("--fold", type=int, default=0, help="which held-out fold (sources hashed into 1/held-out folds)")
+    p.add_argument("--held-out", type=float, default=0.2, help="share of sources held out per fold")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="torch threads (1: no oversubscription on a shared box)")
     return p.parse_args(argv)
@@ -85,7 +89,9 @@ def baseline(train_rows: list[dict], val_rows: list[dict], field: str) -> dict:
     tr, va = labels(train_rows), labels(val_rows)
     values, counts = np.unique(tr, return_counts=True)
     major = int(values[np.argmax(counts)])
+    va_values, va_counts = np.unique(va, return_counts=True)
     return {"majority_class": major, "acc": float((va == major).mean()), "n": int(len(va)),
+            "held_out_majority_acc": float(va_counts.max() / len(va)),  # an oracle: the held-out's own majority
             "val_class_counts": {int(k): int(c) for k, c in zip(*np.unique(va, return_counts=True))}}
 
 
@@ -94,7 +100,7 @@ def main(argv=None) -> int:
     tok = load_tokenizer(default_tokenizer_dir())
     vocab = Vocab.from_tokenizer(tok)
     views, skipped = load_views(args.traces, tok)
-    train, val = split_by_source([v for v in views if v.source.startswith(args.only)])
+    train, val = split_by_source([v for v in views if v.source.startswith(args.only)], args.held_out, args.fold)
     if args.extra:
         train += [v for v in views if v.source.startswith(args.extra) and not v.source.startswith(args.only)]
     if not train or not val:
@@ -117,7 +123,8 @@ def main(argv=None) -> int:
     log = {"args": {k: str(v) for k, v in vars(args).items()}, "views": len(views), "skipped": skipped,
            "train_views": len(train), "val_views": len(val), "baseline": base, "losses": [], "evals": []}
     print(f"{len(train)} train / {len(val)} held-out views ({skipped} skipped); baseline acc {base['acc']:.3f} "
-          f"(class {base['majority_class']}, {base['n']} held-out labels)")
+          f"(training majority class {base['majority_class']}; the held-out's own majority: "
+          f"{base['held_out_majority_acc']:.3f}), {base['n']} held-out labels")
     t0 = time.time()
     for step in range(1, args.steps + 1):
         rng = np.random.default_rng([args.seed, 0, step])

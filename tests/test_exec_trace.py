@@ -206,3 +206,14 @@ def byte_tokens_end(tok, text):
     from codept.data.viewrows import tokenize
 
     return tokenize(tok, text)[1][:, 1]
+
+
+def test_folds_partition_sources():
+    vs = [views.TraceView(f"s{i}::u", f"s{i}", "", np.zeros(0, np.int32), np.zeros(0, np.int32),
+                          np.zeros(0, np.int32), np.zeros((0, 2), np.int64)) for i in range(50)]
+    held = [views.split_by_source(vs, 0.25, k)[1] for k in range(4)]
+    assert sorted(v.source for h in held for v in h) == sorted(v.source for v in vs)  # each once
+    train, val = views.split_by_source(vs, 0.25, 1)
+    assert not {v.source for v in train} & {v.source for v in val} and len(train) + len(val) == 50
+    with pytest.raises(ValueError, match="fold"):
+        views.split_by_source(vs, 0.25, 4)

@@ -130,9 +130,16 @@ def load_views(out: str | Path, tokenizer, max_trace_chars: int = 2000) -> tuple
     return views, skipped
 
 
-def split_by_source(views: list[TraceView], held_out: float = 0.2) -> tuple[list[TraceView], list[TraceView]]:
-    """(train, held-out) by a hash of the source item (a module never straddles the split)."""
-    def h(v):
-        return int(hashlib.sha256(v.source.encode()).hexdigest()[:8], 16) / 16**8
+def _unit_hash(source: str) -> float:
+    return int(hashlib.sha256(source.encode()).hexdigest()[:8], 16) / 16**8
 
-    return [v for v in views if h(v) >= held_out], [v for v in views if h(v) < held_out]
+
+def split_by_source(views: list[TraceView], held_out: float = 0.2, fold: int = 0) -> tuple[list[TraceView], list[TraceView]]:
+    """(train, held-out) by a hash of the source item (a module never straddles the split). Fold k
+    holds out the sources whose hash lies in [k * held_out, (k + 1) * held_out): with held_out = 1/n,
+    folds 0..n-1 hold out every source exactly once (cross-validation)."""
+    lo, hi = fold * held_out, (fold + 1) * held_out
+    if not (0 < held_out < 1 and 0 <= lo < 1):
+        raise ValueError(f"held_out={held_out}, fold={fold}: need 0 < held_out < 1 and fold * held_out < 1")
+    out = [lo <= _unit_hash(v.source) < hi for v in views]
+    return [v for v, o in zip(views, out) if not o], [v for v, o in zip(views, out) if o]
