@@ -3,6 +3,8 @@ mixture (and optionally the starting point), then one probe table comparing them
 
   python recipes/ablate.py [--mixtures mlm:1 mlm:1,syntax_span:1 ...] [--steps 200] [--ranks 2]
                            [--init-from DIR] [--out runs/ablate] [key=value ...]
+  python recipes/ablate.py --mixtures mlm:1 ar:1 unilm:1 glm:1 plm:1 electra:1 --steps 40 model.layers=2
+                           (the MLM-vs-AR table of README "Regimes"; any registered objective works)
 
 Each run: ``deepspeed --num_gpus RANKS recipes/pretrain_code.py data.mixture=M out_dir=OUT/<name>
 steps=STEPS probe.every=0 [key=value ...]`` (same preset, seed, data, steps and probes: only the
