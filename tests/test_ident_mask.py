@@ -51,9 +51,16 @@ def test_long_files_fit_the_row_and_the_loss_falls(small_tok, vocab):
     views = [build_view(str(p), "python", read_source(p), small_tok) for p in stdlib_files()[40:56]
              if p.stat().st_size > 2000]
     obj = build("ident_mask", vocab, length=256, target_room=64)
-    out = [obj(v, np.random.default_rng(i)) for i, v in enumerate(views)]
+    one = build("ident_mask", vocab, length=256, target_room=64, windows=1)
+    out = [one(v, np.random.default_rng(i)) for i, v in enumerate(views)]
     assert all(len(ex) <= 256 for ex in out if ex is not None)
     assert sum(ex is not None for ex in out) >= 0.75 * len(out)  # None: a window with no whole binding
+    every = [obj(v, np.random.default_rng(i)) or [] for i, v in enumerate(views)]
+    assert all(isinstance(x, list) and all(len(ex) <= 256 for ex in x) for x in every)
+    # the windows of a read cover much of the file (a window without a whole binding gives none;
+    # sentinels shrink the inputs)
+    for v, x in zip(views, every):
+        assert sum(int(ex.prefix.sum()) for ex in x) > 0.3 * len(v)
     sys.path.insert(0, str(Path(__file__).parent))
     from test_dataflow_objective import _train
 

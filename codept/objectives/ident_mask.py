@@ -1,8 +1,9 @@
 """``ident_mask``: recover masked identifiers (DOBF; CodeT5's masked identifier prediction), as one
 prefix-LM sequence (the t5_span rendering).
 
-1. Window: a document longer than ``length - target_room`` tokens is cut to a random window of
-   that many tokens (the targets need the rest of the row).
+1. Windows: a document longer than ``length - target_room`` tokens is cut into windows of that
+   many tokens (the targets need the rest of the row) tiling it from a random offset, one Example
+   each (a list: one read of a file feeds all of it); ``windows=1``: one random window.
 2. Bindings: those whose every occurrence lies inside the window, is not a free name, and spells
    its name cleanly (codept.objectives.ident_rtd.occurrences); pick ``rate`` of them (at least
    one), at most the tokenizer's sentinel count.
@@ -33,8 +34,11 @@ class Config:
     rate: float = 0.3  # share of the qualifying bindings masked
     length: int = 512  # longest example (inputs + targets): set it to the row length
     target_room: int = 96  # tokens reserved for the targets
+    windows: int = 0  # windows per read: 0 = the whole file in windows (a list); 1 = one random window
 
     def __post_init__(self):
+        if self.windows < 0:
+            raise ValueError(f"ident_mask windows={self.windows}: must be >= 0 (0 = every window)")
         if not 0 < self.rate <= 1:
             raise ValueError(f"ident_mask rate={self.rate}: must be in (0, 1]")
         if not 0 < self.target_room < self.length:
@@ -48,23 +52,35 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
     eos = vocab.id_of("eos")
     room = cfg.length - cfg.target_room
 
-    def ident_mask(view, rng: np.random.Generator, ctx=None) -> Example | None:
+    def ident_mask(view, rng: np.random.Generator, ctx=None) -> Example | list[Example] | None:
         ids = np.asarray(view.input_ids)
         idents = np.asarray(view.idents)
-        lo = int(rng.integers(0, len(ids) - room + 1)) if len(ids) > room else 0
-        hi = min(len(ids), lo + room)
-        if len(idents) == 0:
+        if len(idents) == 0 or len(ids) == 0:
             return None
-        clean, _ = occurrences(view)
-        binding = idents[:, 4]
+        if cfg.windows == 1 or len(ids) <= room:
+            lo = int(rng.integers(0, len(ids) - room + 1)) if len(ids) > room else 0
+            return window(view, ids, idents, lo, min(len(ids), lo + room), rng)
+        shift = int(rng.integers(room))  # windows of `room` tokens tile the file from a random offset
+        starts = [0] + list(range(shift or room, len(ids), room))
+        out = [ex for lo, hi in zip(starts, starts[1:] + [len(ids)])
+               if (ex := window(view, ids, idents, lo, hi, rng)) is not None]
+        return (out[: cfg.windows] if cfg.windows else out) or None
+
+    def window(view, ids, idents, lo: int, hi: int, rng) -> Example | None:
         inside = (idents[:, 0] >= lo) & (idents[:, 1] <= hi)
-        bad = np.unique(binding[~clean | ~inside | (idents[:, 3] == ROLE_FREE)])
-        ok = np.setdiff1d(np.unique(binding), bad)
+        rows = np.flatnonzero(inside)
+        if len(rows) == 0:
+            return None
+        clean, _ = occurrences(view, rows)
+        binding = idents[:, 4]
+        # bindings with an occurrence outside the window, unclean, or free never qualify
+        bad = np.unique(np.concatenate([binding[~inside], binding[rows][~clean | (idents[rows, 3] == ROLE_FREE)]]))
+        ok = np.setdiff1d(np.unique(binding[rows]), bad)
         if len(ok) == 0:
             return None
         k = min(len(sentinels), max(1, int(round(cfg.rate * len(ok)))))
         picked = rng.permutation(ok)[:k]
-        inputs, targets = _render(ids, idents, binding, picked, sentinels, lo, hi, cfg.target_room - 1)
+        inputs, targets = _render(ids, idents[rows], binding[rows], picked, sentinels, lo, hi, cfg.target_room - 1)
         targets = np.append(targets, eos)
         prefix = np.concatenate([np.ones(len(inputs), bool), np.zeros(len(targets), bool)])
         labels = np.concatenate([np.full(len(inputs), IGNORE, np.int64), targets])

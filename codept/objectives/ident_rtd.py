@@ -48,12 +48,14 @@ def _shape(name: str) -> int:
     return 0 if c.islower() else 1 if c.isupper() else 2 if c == "_" else 3 if c == "$" else 4
 
 
-def occurrences(view) -> tuple[np.ndarray, np.ndarray]:
+def occurrences(view, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(I,) bool: the identifier's tokens spell its name (after an optional leading space), and
     (I,) bool: its first token starts with a space or tab. Vectorised: the identifier lies inside
     its token range, so the range spells the name iff it is the name's length, or one more with a
-    blank first character."""
+    blank first character. `rows`: only those identifier rows (the result is for them)."""
     idents, off = np.asarray(view.idents), np.asarray(view.offsets)
+    if rows is not None:  # only these identifier rows
+        idents = idents[rows]
     if len(idents) == 0:
         return np.zeros(0, bool), np.zeros(0, bool)
     name_len = np.fromiter((len(n) for n in view.names), np.int64, len(view.names))[idents[:, 2]]
