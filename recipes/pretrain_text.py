@@ -353,7 +353,7 @@ def main(argv: list[str]) -> int:
             "preset": args.preset, "ranks": world.world_size, "steps": run.steps, "resumed_from": start,
             "mixture": data.mixture, "corpus": data.corpus, "params": model.num_parameters(),
             "train_docs": {k: len(v) for k, v in corpora.items()}, "held_docs": {k: len(v) for k, v in held.items()},
-            "tokenizer": str(tok_dir), "vocab": vocab.size, "mlm_head_loaded": head_loaded,
+            "tokenizer": str(tok_dir), "views": str(text_dir), "vocab": vocab.size, "mlm_head_loaded": head_loaded,
             "strategies": strategies(data, corpora, run.seq_len), "tokens_trained": tokens_all,
             "train_tokens_per_s": round(tokens_all / max(train_seconds, 1e-9)), "seconds": round(time.time() - t_start, 1),
             "loss_first": first, "loss_last": last, "val": val, "val_se": standard_errors(val),
