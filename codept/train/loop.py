@@ -143,6 +143,13 @@ def configure(items: list[str], run: RunConfig, sections: dict,
     s = parse_settings(items, run, sections, objectives, list(HEADS))
     mixture = parse_mixture(s.sections["data"].mixture, corpora)
     names = [objective_of(k) for k, _ in mixture]
+    for name in names:  # GLM / PLM examples are whole (part B needs part A; an order needs its start)
+        cfg = objectives[name]
+        if getattr(cfg, "whole_in_row", False):
+            n = s.objectives.get(name, {}).get("max_tokens", cfg().max_tokens)
+            if n > s.run.seq_len:
+                raise ConfigError(f"objective.{name}.max_tokens={n} > seq_len={s.run.seq_len}: packing would split "
+                                  f"its examples; set objective.{name}.max_tokens<={s.run.seq_len}")
     extra = sorted(set(s.objectives) - set(names))
     if extra:
         raise ConfigError(f"objective settings for {extra}, which data.mixture={s.sections['data'].mixture!r} "
