@@ -363,3 +363,22 @@ def test_recipe_stream_progress_moves_over_the_run(vocab, views):
     share = [float(np.mean(r["labels.sample"][r["segment_ids"] > 0] == 1)) for r in rows]
     assert np.mean(share[:10]) < 0.25 and np.mean(share[-10:]) > 0.6, (share[:10], share[-10:])
     assert set_horizon(stream, 10) == stream.mixture.horizon  # kept once set (a resume computes the same)
+
+
+def test_recipe_refuses_glm_and_plm_examples_longer_than_a_row():
+    """Defect: a GLM example longer than seq_len was split by packing, so part B trained without
+    part A, silently. The recipe's configure now refuses max_tokens > seq_len for glm and plm."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recipes"))
+    from pretrain_code import configure
+
+    from codept.train.config import ConfigError
+
+    for name in ("glm", "plm"):
+        with pytest.raises(ConfigError, match=rf"objective.{name}.max_tokens=256 > seq_len=128"):
+            configure("debug_cpu", [f"data.mixture={name}:1", "seq_len=128"])
+        configure("debug_cpu", [f"data.mixture={name}:1", "seq_len=128", f"objective.{name}.max_tokens=128"])
+    settings, _ = configure("debug_cpu", ["data.mixture=glm:1,electra:1"])
+    assert settings.sections["model"].block_positions and settings.loss == {"rtd": 50.0}

@@ -20,6 +20,7 @@ multi-task mixing of span lengths.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -32,6 +33,7 @@ class Config:
     rate: float = 0.15  # share of the window's tokens inside spans
     mean_span: float = 3.0  # Poisson lambda of span lengths
     max_tokens: int = 256  # longest rendered example (window + 2 per span); set to the run's seq_len
+    whole_in_row: ClassVar[bool] = True  # packing must never split an example: recipes check max_tokens <= seq_len
 
     def __post_init__(self):
         if not 0.0 < self.rate < 1.0 or self.mean_span <= 0 or self.max_tokens < 8:

@@ -19,6 +19,7 @@ Cost: O(T) NumPy; the model side about twice a forward. Not covered: span-based 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -29,6 +30,7 @@ from codept.data.example import IGNORE, Example
 class Config:
     k: int = 6  # predict the last 1/k of the factorisation order
     max_tokens: int = 256  # longest example; set to the run's seq_len
+    whole_in_row: ClassVar[bool] = True  # packing must never split an example: recipes check max_tokens <= seq_len
 
     def __post_init__(self):
         if self.k < 1 or self.max_tokens < 2:
