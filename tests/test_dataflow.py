@@ -94,6 +94,15 @@ def test_loop_back_edge_and_both_branches():
     assert {("x@3", "x@4"), ("x@3", "x@5"), ("x@6", "x@4"), ("x@6", "x@5")} <= comes
 
 
+def test_class_defined_inside_a_function_stays_in_it():
+    """A class name inside a function binds there (only a unit's own name moves out of it): its
+    use gets the edge (ctypes.CFUNCTYPE: the class was moved out of the function, the use lost it)."""
+    src = b"def f(a):\n    class K(object):\n        pass\n    return K(a)\n"
+    parsed, idents, e = _edges("python", src)
+    names = [src[s:t].decode() + "@" + str(src[:s].count(b"\n") + 1) for s, t in idents[:, :2].tolist()]
+    assert {(names[d], names[s]) for d, s, k in e.tolist() if k == dataflow.COMES_FROM} == {("K@4", "K@2"), ("a@4", "a@1")}
+
+
 def test_deep_region_tree_is_refused_with_a_reason():
     src = b"def f(x):\n" + b"".join(b" " * (4 * k) + b"    if x:\n" for k in range(1, 130)) + b" " * 524 + b"return x\n"
     parsed = grammar.parse("python", src)

@@ -132,14 +132,14 @@ def build_tree(idents: np.ndarray, regions: np.ndarray, outer: np.ndarray) -> tu
 
 
 def _move_name_out(stack: list, i: int) -> None:
-    """A function/method/class name binds in the enclosing unit: when it comes before any region
-    of its innermost unit (it is that unit's own name), move it to the unit's parent."""
+    """A function/method/class name binds in the enclosing unit: when it is the first child of
+    its innermost unit, the unit's own name (a class name inside a function comes after the
+    function's parameters or statements: it stays), move it to the unit's parent."""
     for k in range(len(stack) - 1, 0, -1):
         node = stack[k]
         if node[0] == _FUNCTION:
-            kids = node[1]
-            if not any(isinstance(c, list) for c in kids[:-1]):
-                kids.pop()
+            if node[1] == [i]:
+                node[1].pop()
                 stack[k - 1][1].append(i)
             return
 
