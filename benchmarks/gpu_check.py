@@ -14,6 +14,8 @@ Sections (each one guarded: a failure prints its traceback and the next section 
      two streams, generator), eager and compiled, sdpa and flex; then the engine on one GPU with ZeRO stage 0
      (nothing to partition on one GPU) vs stage 2 (``engine_stage0_bf16``).
   here (CPU):  python benchmarks/gpu_check.py --make-batches runs/gpu_batches.npz --regimes all
+  there (GPU): python benchmarks/gpu_check.py --sections engine_zero2_bf16,engine_stage0_bf16,regimes,regimes_flex
+               (``regimes`` = every regime_<name>_compiled; ~2 min each with compilation: raise --budget-s)
 Model FLOPs = encoder 6N + 12 L C T per token (Transformer.flops_per_token) + the MLM head at the labelled
 positions only (3 x 2 x (C^2 + C V) per label), i.e. the work the code actually does. MFU is against
 --peak-tflops (989: the H200's dense bf16 spec).
@@ -468,7 +470,13 @@ def main() -> None:
                 key = f"regime_{name}" + ("_flex" if attn == "flex" else "") + ("_compiled" if comp else "")
                 plan[key] = (120 if comp else 40,
                              lambda name=name, attn=attn, comp=comp, rb=rb: regime_plain(rb(), name, attn, comp, seq, p, w))
-    for name in args.sections.split(","):
+    aliases = {"regimes": [f"regime_{n}_compiled" for n in REGIMES],  # one short compiled run per regime
+               "regimes_flex": [f"regime_{n}_flex_compiled" for n in REGIMES]}
+    names = [x for name in args.sections.split(",") for x in aliases.get(name, [name])]
+    unknown = [n for n in names if n not in plan]
+    if unknown:
+        raise SystemExit(f"--sections: unknown {unknown}; known: {', '.join(list(plan) + list(aliases))}")
+    for name in names:
         need, fn = plan[name]
         section(name, fn, results, deadline, need)
     eng, pl = results.get("engine_zero2_bf16", {}), results.get("plain_sdpa", {})
