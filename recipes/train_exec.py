@@ -16,7 +16,8 @@ Algorithm:
      held-out labels (for exec_values: the most frequent training target token); also reported: the
      held-out's own majority class (an oracle no model could know in advance). ``--fold`` k of
      1 / ``--held-out`` folds: run every fold for cross-validation.
-Output: ``<out>/train_exec.json`` (config, loss curve, evaluations, baseline). Cost: a few CPU
+Output: ``<out>/train_exec.json`` (config, per fold: loss curve, evaluations, baselines; the pooled
+summary over folds, also printed). Cost: a few CPU
 minutes at the defaults. Not covered: distributed training, checkpoints (use recipes/pretrain_code.py
 for those once a ``data.`` setting for traces exists).
 """
@@ -60,6 +61,8 @@ def parse(argv):
     p.add_argument("--extra", default="", help="source prefix of views added to TRAINING only (e.g. humaneval:)")
     p.add_argument("--fold", type=int, default=0, help="which held-out fold (sources hashed into 1/held-out folds)")
     p.add_argument("--held-out", type=float, default=0.2, help="share of sources held out per fold")
+    p.add_argument("--folds", type=int, default=0, help="cross-validate: run folds 0..N-1 (held out 1/N each); 0 = one fold")
+    p.add_argument("--weight-decay", type=float, default=0.01)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="torch threads (1: no oversubscription on a shared box)")
     return p.parse_args(argv)
@@ -100,15 +103,40 @@ def main(argv=None) -> int:
     tok = load_tokenizer(default_tokenizer_dir())
     vocab = Vocab.from_tokenizer(tok)
     views, skipped = load_views(args.traces, tok)
-    train, val = split_by_source([v for v in views if v.source.startswith(args.only)], args.held_out, args.fold)
-    if args.extra:
-        train += [v for v in views if v.source.startswith(args.extra) and not v.source.startswith(args.only)]
-    if not train or not val:
-        print(f"train_exec: {len(views)} views ({len(train)} train, {len(val)} held out): need both", file=sys.stderr)
-        return 2
+    folds = range(args.folds) if args.folds else [args.fold]
+    held_out = 1 / args.folds if args.folds else args.held_out
+    logs = []
+    for fold in folds:
+        train, val = split_by_source([v for v in views if v.source.startswith(args.only)], held_out, fold)
+        if args.extra:
+            train += [v for v in views if v.source.startswith(args.extra) and not v.source.startswith(args.only)]
+        if not train or not val:
+            print(f"train_exec: fold {fold}: {len(train)} train, {len(val)} held-out views: need both", file=sys.stderr)
+            return 2
+        logs.append({"fold": fold, "skipped": skipped, **run_fold(args, vocab, train, val)})
+    args.out.mkdir(parents=True, exist_ok=True)
+    summary = cv_summary(logs)
+    (args.out / "train_exec.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
+                                                          "summary": summary, "folds": logs}, indent=1) + "\n")
+    print(json.dumps(summary))
+    return 0
+
+
+def cv_summary(logs: list[dict]) -> dict:
+    """Pooled over folds (every held-out label once): the model's final accuracy, the baselines."""
+    n = sum(l["evals"][-1]["val"]["n"] for l in logs)
+    pooled = sum(l["evals"][-1]["val"]["acc"] * l["evals"][-1]["val"]["n"] for l in logs) / max(n, 1)
+    base = sum(l["baseline"]["acc"] * l["baseline"]["n"] for l in logs) / max(n, 1)
+    oracle = sum(l["baseline"]["held_out_majority_acc"] * l["baseline"]["n"] for l in logs) / max(n, 1)
+    return {"folds": len(logs), "held_out_labels": n, "acc": round(pooled, 4), "baseline_acc": round(base, 4),
+            "held_out_majority_acc": round(oracle, 4),
+            "per_fold": [(l["fold"], round(l["evals"][-1]["val"]["acc"], 3), round(l["baseline"]["acc"], 3)) for l in logs],
+            "train_loss_first10_last10": [(round(float(np.mean(l["losses"][:10])), 3), round(float(np.mean(l["losses"][-10:])), 3)) for l in logs]}
+
+
+def run_fold(args, vocab: Vocab, train: list, val: list) -> dict:
     objective = build(args.objective, vocab)
     head = HEADS_OF[args.objective][0]
-    field = f"labels.{args.objective}"
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     cfg = ModelConfig(vocab_size=vocab.size, hidden=args.hidden, layers=args.layers, heads=4,
@@ -116,21 +144,19 @@ def main(argv=None) -> int:
                       dropout=args.dropout, attention_dropout=args.dropout)
     net = Transformer(cfg)
     model = Pretrainer(net, {head: build_head(head, net)})
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     val_rows = batches(val, objective, vocab.pad_id, args.seq_len, np.random.default_rng([args.seed, 1]))
     train_eval_rows = batches(train, objective, vocab.pad_id, args.seq_len, np.random.default_rng([args.seed, 2]))
-    base = baseline(train_eval_rows, val_rows, field)
-    log = {"args": {k: str(v) for k, v in vars(args).items()}, "views": len(views), "skipped": skipped,
-           "train_views": len(train), "val_views": len(val), "baseline": base, "losses": [], "evals": []}
-    print(f"{len(train)} train / {len(val)} held-out views ({skipped} skipped); baseline acc {base['acc']:.3f} "
-          f"(training majority class {base['majority_class']}; the held-out's own majority: "
-          f"{base['held_out_majority_acc']:.3f}), {base['n']} held-out labels")
+    base = baseline(train_eval_rows, val_rows, f"labels.{args.objective}")
+    log = {"train_views": len(train), "val_views": len(val), "baseline": base, "losses": [], "evals": []}
+    print(f"{len(train)} train / {len(val)} held-out views; baseline acc {base['acc']:.3f} (training majority class "
+          f"{base['majority_class']}; the held-out's own majority: {base['held_out_majority_acc']:.3f}), "
+          f"{base['n']} held-out labels")
     t0 = time.time()
     for step in range(1, args.steps + 1):
         rng = np.random.default_rng([args.seed, 0, step])
         pick = [train[i] for i in rng.choice(len(train), size=min(args.batch, len(train)), replace=False)]
-        rows = batches(pick, objective, vocab.pad_id, args.seq_len, rng)
-        loss_sum, n = model(collate(rows))[head]
+        loss_sum, n = model(collate(batches(pick, objective, vocab.pad_id, args.seq_len, rng)))[head]
         loss = loss_sum / n.clamp(min=1)
         opt.zero_grad()
         loss.backward()
@@ -143,9 +169,7 @@ def main(argv=None) -> int:
             log["evals"].append(ev)
             print(f"step {step}: train loss {np.mean(log['losses'][-args.eval_every:]):.3f}  held-out loss "
                   f"{ev['val']['loss']:.3f} acc {ev['val']['acc']:.3f} (baseline {base['acc']:.3f})  {ev['seconds']} s", flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "train_exec.json").write_text(json.dumps(log, indent=1) + "\n")
-    return 0
+    return log
 
 
 if __name__ == "__main__":
