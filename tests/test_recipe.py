@@ -64,7 +64,11 @@ def test_recipe_trains_and_resumes_bit_exact(tmp_path):
     assert [e["step"] for e in evals if "val/mlm/loss" in e] == [3, 6]  # val.every=3 and the end
     assert (full / "loss.png").stat().st_size > 1000 and (full / "latest").read_text().strip() == "step00000006"
     ref = losses(full)
-    assert sorted(ref) == list(range(1, 7)) and ref[6] < ref[1]  # the loss falls
+    assert sorted(ref) == list(range(1, 7))
+    # the loss falls, head by head (a step's total sums the heads its batches hold: code_doc emits every
+    # documented definition of a file, so a step may hold no mlm label at all)
+    per_head = [json.loads(x) for x in (full / "losses.jsonl").read_text().splitlines()]
+    assert per_head[-1]["loss.contrastive"] < per_head[0]["loss.contrastive"]
 
     # export: transformers loads the trained encoder with the same hidden states
     import torch
