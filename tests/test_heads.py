@@ -136,7 +136,7 @@ def test_pointer_head(model, batch):
     seg = batch["segment_ids"][b]
     cand = torch.nonzero(seg == seg[src]).squeeze(1)
     s = (head.query(hidden[b, src]) @ head.key(hidden[b, cand]).T) / hidden.shape[-1] ** 0.5
-    s = torch.cat([s, head.none[None]])
+    s = torch.cat([s, head.none])
     target = (cand == dst).nonzero().item() if dst >= 0 else len(cand)
     one = dict(batch, **{"ptr.edge": ptr[:1, :1]}, segment_ids=batch["segment_ids"][:1])
     l1, n1 = head(hidden[:1], one)

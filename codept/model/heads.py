@@ -196,8 +196,14 @@ class PointerHead(nn.Module):
         self.label, self.field = label, f"ptr.{label}"
         self.query = nn.Linear(cfg.hidden, cfg.hidden)
         self.key = nn.Linear(cfg.hidden, cfg.hidden)
-        self.none = nn.Parameter(torch.zeros(()))  # score of "src has no target"
+        # score of "src has no target"; (1,), not 0-dim: DeepSpeed's initial broadcast views every
+        # parameter as bytes, which a 0-dim tensor refuses ("self.dim() cannot be 0")
+        self.none = nn.Parameter(torch.zeros(1))
         _init(self, cfg.init_std)
+
+    def count(self, batch: dict) -> int:
+        """Records (src >= 0) in a batch: what forward's n_valid will be (target_counts)."""
+        return int((batch[self.field][..., 0] >= 0).sum())
 
     def forward(self, hidden: torch.Tensor, batch: dict, metrics: bool = False):
         ptr = batch[self.field]  # (B, K, 2)
@@ -227,13 +233,6 @@ class MultiPointerHead(PointerHead):
 
     def __init__(self, model: Transformer, label: str = "dataflow"):
         super().__init__(model, label)
-        # (1,), not 0-dim: DeepSpeed's initial broadcast views every parameter as bytes, which a
-        # 0-dim tensor refuses ("self.dim() cannot be 0"); PointerHead's scalar has that problem
-        self.none = nn.Parameter(torch.zeros(1))
-
-    def count(self, batch: dict) -> int:
-        """Records (src >= 0) in a batch: what forward's n_valid will be (target_counts)."""
-        return int((batch[self.field][..., 0] >= 0).sum())
 
     def forward(self, hidden: torch.Tensor, batch: dict, metrics: bool = False):
         ptr = batch[self.field]  # (B, K, 1 + m)
