@@ -17,7 +17,15 @@ Algorithm:
      held-out's own majority class (an oracle no model could know in advance). ``--fold`` k of
      1 / ``--held-out`` folds: run every fold for cross-validation.
 Output: ``<out>/train_exec.json`` (config, per fold: loss curve, evaluations, baselines; the pooled
-summary over folds, also printed). Cost: a few CPU
+summary over folds, also printed). Measured (2026-12-01, `codept trace stdlib humaneval`: 202 stdlib units of 48 modules, one torch
+thread on a loaded 2-core box, hidden 128, 2 layers): fold 0 (26 held-out units, 181 labels), 300
+steps, lr 1e-3: training loss 1.52 -> 0.07, held-out accuracy 0.48-0.61 over the run (0.541 at the
+end) vs 0.309 for the training-majority class (0.525 for the held-out's own majority); seed 1: 0.541.
+Held-out loss is lowest near step 50-100 and then rises (175 training units: it overfits). 5-fold
+cross-validation (100 steps, lr 3e-4, dropout 0.1, wd 0.1, seq 512): pooled accuracy 0.372 vs 0.378
+for the majority class (0.416 for a first-token-majority lookup): above the baseline on 3 folds
+of 5, not pooled. The stdlib's doctests are too few to learn execution counts from code alone.
+Cost: a few CPU
 minutes at the defaults. Not covered: distributed training, checkpoints (use recipes/pretrain_code.py
 for those once a ``data.`` setting for traces exists).
 """
