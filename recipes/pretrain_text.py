@@ -140,17 +140,24 @@ def configure(preset: str, items: list[str]):
         raise ConfigError(f"data.mixture reads the pairs corpus, which data.corpus={data.corpus!r} lacks: "
                           "use data.corpus=tlm or give data.pairs=PATH[,PATH]")
     if "tlm" in {L.objective_of(k) for k, _ in mixture}:
-        table = _tlm_table(settings)
+        table, side = _tlm_table(settings), _tlm_config(settings).max_side
+        if 2 * (side + 1) > settings.run.seq_len:  # the pair must stay whole in one row
+            raise ConfigError(f"objective.tlm.max_side={side}: a pair of up to {2 * (side + 1)} tokens > "
+                              f"seq_len={settings.run.seq_len}; set max_side <= {settings.run.seq_len // 2 - 1}")
         if settings.sections["model"].n_langs < len(table) + 1:
             raise ConfigError(f"model.n_langs={settings.sections['model'].n_langs}: tlm's languages "
                               f"{','.join(table)} need n_langs >= {len(table) + 1} (0 = none)")
     return settings, mixture
 
 
-def _tlm_table(settings) -> dict[str, int]:
+def _tlm_config(settings):
     from codept.objectives.tlm import Config as TlmConfig
 
-    return dataclasses.replace(TlmConfig(), **settings.objectives.get("tlm", {})).table()
+    return dataclasses.replace(TlmConfig(), **settings.objectives.get("tlm", {}))
+
+
+def _tlm_table(settings) -> dict[str, int]:
+    return _tlm_config(settings).table()
 
 
 # -- corpora ---------------------------------------------------------------------------------------

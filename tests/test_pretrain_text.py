@@ -47,6 +47,14 @@ def test_bad_settings_are_refused_before_any_work(items, message):
         R.configure("english_cpu", items)
 
 
+def test_pairs_longer_than_a_row_are_refused():
+    """A pair split by packing would carry its label into a window without [CLS] A [SEP] B."""
+    with pytest.raises(ConfigError, match=r"objective.sop.max_tokens=256 > seq_len=128"):
+        R.configure("english_cpu", ["objective.sop.max_tokens=256"])
+    with pytest.raises(ConfigError, match=r"objective.tlm.max_side=80: a pair of up to 162 tokens > seq_len=128"):
+        R.configure("tlm_cpu", ["objective.tlm.max_side=80"])
+
+
 def test_tlm_needs_a_language_table():
     with pytest.raises(ConfigError, match=r"model.n_langs=2: tlm's languages text,de,zh need n_langs >= 4"):
         R.configure("tlm_cpu", ["model.n_langs=2"])

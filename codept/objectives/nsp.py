@@ -23,6 +23,7 @@ Not covered: BERT's reuse of the unused sentences of a random-next chunk.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -35,6 +36,7 @@ NEGATIVES = ("random", "same_document")
 @dataclass(frozen=True)
 class Config:
     max_tokens: int = 64  # [CLS] A [SEP] B [SEP] at most this long (BERT: 512; CPU-sized here)
+    whole_in_row: ClassVar[bool] = True  # a split pair loses its frame: recipes check max_tokens <= seq_len
     short_seq_prob: float = 0.1
     p_negative: float = 0.5  # share of NotNext pairs (label 1)
     negatives: str = "random"  # 'random' (another document, BERT) or 'same_document' (non-adjacent)

@@ -18,6 +18,7 @@ number). Cost: O(T) per document. Not covered: ALBERT's n-gram masking (the mask
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -28,6 +29,7 @@ from codept.objectives import render, segments as S
 @dataclass(frozen=True)
 class Config:
     max_tokens: int = 64  # [CLS] A [SEP] B [SEP] at most this long (BERT/ALBERT: 512; CPU-sized here)
+    whole_in_row: ClassVar[bool] = True  # a split pair loses its frame: recipes check max_tokens <= seq_len
     short_seq_prob: float = 0.1  # BERT/ALBERT: share of pairs with a shorter random budget
     p_swap: float = 0.5  # share of swapped pairs (label 1)
     mlm_rate: float = 0.15  # MLM on the pair's tokens (0 = the pair label only)
