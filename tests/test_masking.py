@@ -250,8 +250,7 @@ def test_t5_span_inverts_and_fits(code_views, zh_view, vocab):
     obj = build("t5_span", vocab, length=256)
     sent = {vocab.sentinel(i): i for i in range(len(vocab.sentinel_ids))}
     for seed in range(10):
-        for v in code_views + [zh_view]:
-            e = obj(v, np.random.default_rng(seed))
+        for v, e in ((v, e) for v in code_views + [zh_view] for e in _as_list(obj(v, np.random.default_rng(seed)))):
             assert len(e) <= 256
             inputs, targets = e.input_ids[e.prefix].tolist(), e.input_ids[~e.prefix].tolist()
             assert np.all(e.prefix[: len(inputs)]) and not e.prefix[len(inputs):].any()  # inputs, then targets
@@ -276,6 +275,33 @@ def test_t5_span_inverts_and_fits(code_views, zh_view, vocab):
                 pos += n
             # a character's byte tokens are hidden together
             assert all(len(set(noise[a == k])) == 1 for k in np.unique(a))
+
+
+def _as_list(out):
+    return out if isinstance(out, list) else [out]
+
+
+def test_t5_span_every_window_of_a_long_document(code_views, vocab):
+    """all_windows: the windows tile the document (their restored inputs concatenate to it)."""
+    obj = build("t5_span", vocab, length=128)
+    v = max(code_views, key=len)
+    sent = set(vocab.sentinel_ids)
+    out = obj(v, np.random.default_rng(0))
+    assert isinstance(out, list) and len(out) > 2
+    restored = []
+    for e in out:
+        inputs, targets = e.input_ids[e.prefix].tolist(), e.input_ids[~e.prefix].tolist()[:-1]
+        fill, cur = {}, None
+        for t in targets:
+            if t in sent:
+                cur = t
+                fill[cur] = []
+            else:
+                fill[cur].append(t)
+        restored += [x for t in inputs for x in (fill[t] if t in sent else [t])]
+    assert restored == v.input_ids.tolist()
+    one = build("t5_span", vocab, length=128, all_windows=False)(v, np.random.default_rng(0))
+    assert not isinstance(one, list) and len(one) <= 128
 
 
 def test_t5_span_needs_sentinels(vocab):

@@ -1,8 +1,10 @@
 """``t5_span``: T5 span corruption as ONE sequence in the one model (a prefix-LM).
 
-1. Window: a document longer than ``length`` allows is cut to a random window of ``n`` tokens,
-   the largest n whose corrupted form fits ``length`` tokens (n - noise + spans inputs, noise +
-   spans + 1 targets); ``length`` should be the recipe's seq_len so packing never splits an example.
+1. Windows: a document longer than ``length`` allows is cut into windows of ``n`` tokens, the
+   largest n whose corrupted form fits ``length`` tokens (n - noise + spans inputs, noise + spans + 1
+   targets), from a random phase so boundaries move every epoch; every window becomes one example
+   (``all_windows``, default: one read of the view serves the whole document) or only one random
+   window does. ``length`` should be the recipe's seq_len so packing never splits an example.
 2. Noise (select.t5_noise_mask, seqio's random_spans_noise_mask): round(0.15 n) noise atoms in
    round(noise / 3) spans (at most the tokenizer's sentinel count), span and gap lengths from a
    uniformly random segmentation. An atom is a token, or the run of byte-level tokens of one
@@ -32,6 +34,7 @@ class Config:
     density: float = 0.15  # share of tokens in noise spans
     mean_span: float = 3.0  # mean noise-span length in tokens
     length: int = 512  # longest example (inputs + targets), in tokens: set it to the row length
+    all_windows: bool = True  # a long document gives one example per window (False: one random window)
 
     def __post_init__(self):
         if not 0.0 < self.density < 1.0 or self.mean_span < 1 or self.length < 8:
@@ -68,20 +71,27 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         raise ValueError("t5_span needs sentinel tokens (<sentinel_i> / <extra_id_i>) in the tokenizer; it has none")
     n_max = window_length(cfg.length, cfg, max_spans)
 
-    def t5_span(view, rng: np.random.Generator, ctx=None) -> Example | None:
-        ids = np.asarray(view.input_ids)
-        start = 0
-        if len(ids) > n_max:
-            start = int(rng.integers(0, len(ids) - n_max + 1))
-            ids = ids[start:start + n_max]
+    def corrupt(ids: np.ndarray, offsets: np.ndarray, rng: np.random.Generator) -> Example | None:
         if len(ids) < 2:
             return None
-        atom = atoms(np.asarray(view.offsets)[start:start + len(ids)])
+        atom = atoms(offsets)
         noise = select.t5_noise_mask(int(atom[-1]) + 1, cfg.density, cfg.mean_span, rng, max_spans)[atom]
         noise &= vocab.candidates(ids)  # a special token in the text is never hidden
         inputs, targets = render.t5_sentinels(ids, noise, vocab)
         prefix = np.concatenate([np.ones(len(inputs), bool), np.zeros(len(targets), bool)])
         labels = np.concatenate([np.full(len(inputs), IGNORE, np.int32), targets.astype(np.int32)])
         return Example(np.concatenate([inputs, targets]), prefix, labels={"lm": labels})
+
+    def t5_span(view, rng: np.random.Generator, ctx=None) -> Example | list[Example] | None:
+        ids, off = np.asarray(view.input_ids), np.asarray(view.offsets)
+        if len(ids) <= n_max:
+            return corrupt(ids, off, rng)
+        if not cfg.all_windows:
+            start = int(rng.integers(0, len(ids) - n_max + 1))
+            return corrupt(ids[start:start + n_max], off[start:start + n_max], rng)
+        first = int(rng.integers(1, n_max + 1))  # the phase: the first window's length
+        starts = [0, *range(first, len(ids), n_max)]
+        out = [corrupt(ids[a:b], off[a:b], rng) for a, b in zip(starts, [*starts[1:], len(ids)])]
+        return [e for e in out if e is not None]
 
     return t5_span
