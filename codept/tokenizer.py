@@ -178,7 +178,12 @@ def default_tokenizer_dir(vocab_size: int = DEFAULT_VOCAB_SIZE) -> Path:
     key = hashlib.sha256(
         json.dumps([vocab_size, special_tokens(), [str(f) for f in files], code]).encode()
     ).hexdigest()[:16]
-    out = cache_dir() / "tokenizers" / f"stdlib-{vocab_size}-{key}"
+    return cached_tokenizer(cache_dir() / "tokenizers" / f"stdlib-{vocab_size}-{key}", files, vocab_size)
+
+
+def cached_tokenizer(out: Path, files: list[Path], vocab_size: int) -> Path:
+    """``out`` holding a BPE trained on `files` (the caller's key names the folder): trained once, into
+    a temp folder renamed into place, so concurrent callers (several ranks) are safe."""
     if (out / "tokenizer.json").is_file():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from codept.tokenizer import cache_dir, special_tokens, train_tokenizer
+from codept.tokenizer import cache_dir, special_tokens
 
 LOCALE_DIR = Path("/usr/share/locale")
 
@@ -152,17 +152,5 @@ def tokenizer_for(name: str, files: list[Path], vocab_size: int) -> Path:
     h.update(Path(tok_mod.__file__).read_bytes())
     for f in files:
         h.update(str(f).encode() + b"\0" + Path(f).read_bytes())
-    out = cache_dir() / "tokenizers" / f"{name}-{vocab_size}-{h.hexdigest()[:16]}"
-    if (out / "tokenizer.json").is_file():
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=".tmp-"))
-    try:
-        train_tokenizer(files, tmp, vocab_size=vocab_size)
-        try:
-            os.rename(tmp, out)
-        except OSError:
-            pass
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
+    return tok_mod.cached_tokenizer(cache_dir() / "tokenizers" / f"{name}-{vocab_size}-{h.hexdigest()[:16]}",
+                                    files, vocab_size)
