@@ -158,23 +158,15 @@ def main(argv: list[str]) -> int:
 
     # 1. data: rank 0 prepares (cached by content hash), the others then find the finished folder
     sources = [s for s in data.sources.split(",") if s]
-    if is_main:
-        tok_dir = init_dir or default_tokenizer_dir()
-        summary = prepare(sources, tokenizer_dir=tok_dir, progress=True)
-    E.barrier()
-    if not is_main:
-        tok_dir = init_dir or default_tokenizer_dir()
-        summary = prepare(sources, tokenizer_dir=tok_dir, progress=False)
+    tok_dir = init_dir or L.main_first(lambda progress: default_tokenizer_dir(), is_main)
+    summary = L.main_first(lambda progress: prepare(sources, tokenizer_dir=tok_dir, progress=progress), is_main)
     views = load_views(summary["out"])
     tokenizer = load_tokenizer(tok_dir)
     vocab = Vocab.from_tokenizer(tokenizer)
 
     # code-search probes: rank 0 builds them (cached), then every rank holds the same pairs
-    if is_main:
-        probe_dirs = default_probes(views, summary["cache_key"], summary["out"], pcfg, progress=True)
-    E.barrier()
-    if not is_main:
-        probe_dirs = default_probes(views, summary["cache_key"], summary["out"], pcfg)
+    probe_dirs = L.main_first(lambda progress: default_probes(views, summary["cache_key"], summary["out"], pcfg,
+                                                              progress=progress), is_main)
     held = None
     if pcfg.holdout > 0:  # the held-out files: the in-domain probe and validation, never trained on
         train_idx, held_idx = split_views(views, pcfg.holdout)
@@ -277,12 +269,7 @@ def main(argv: list[str]) -> int:
 def _prepare_text(sources: str, tok_dir: Path, is_main: bool) -> str:
     """Rank 0 prepares the text sources (cached by content hash), then the others find the folder."""
     srcs = [x for x in sources.split(",") if x]
-    if is_main:
-        out = prepare_text(srcs, tokenizer_dir=tok_dir, progress=True)["out"]
-    E.barrier()
-    if not is_main:
-        out = prepare_text(srcs, tokenizer_dir=tok_dir, progress=False)["out"]
-    return out
+    return L.main_first(lambda progress: prepare_text(srcs, tokenizer_dir=tok_dir, progress=progress)["out"], is_main)
 
 
 def probe_scalars(probes: dict, engine, tokenizer, pcfg: ProbeConfig) -> dict:

@@ -187,12 +187,7 @@ def prepare_corpora(data: DataConfig, init_dir: Path | None, is_main: bool) -> t
         tok = init_dir or C.tokenizer_for(data.corpus, tok_files, data.vocab_size)
         return tok, prepare_text(text + pairs, tokenizer_dir=tok, progress=progress)["out"]
 
-    if is_main:
-        out = build(True)
-    E.barrier()
-    if not is_main:
-        out = build(False)
-    return out
+    return L.main_first(build, is_main)
 
 
 # -- document strategies ---------------------------------------------------------------------------

@@ -174,6 +174,14 @@ def launched_rank() -> int:
     return int(os.environ.get("RANK", "0") or 0)
 
 
+def main_first(build: Callable[[bool], object], is_main: bool):
+    """``build(progress)`` on rank 0 first (with a progress bar), then, after a barrier, on the other
+    ranks, which find rank 0's cached result (prepare, tokenizers, probes are keyed by content)."""
+    out = build(True) if is_main else None
+    E.barrier()
+    return out if is_main else build(False)
+
+
 def guarded(main: Callable[[list[str]], int], argv: list[str]) -> int:
     """``main(argv)``; a ConfigError -> its message printed once (rank 0), exit code 2. This rank's
     /dev/shm buffer file is deleted on every exit path."""
