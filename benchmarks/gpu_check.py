@@ -374,7 +374,8 @@ def engine_smoke(batches, seq: int, micro: int, peak: float, warmup: int, steps:
     tokens = sum(int((b["segment_ids"] > 0).sum()) for b in data[warmup:])
     prof = engine_profile(step, data[:4]) if profile else None
     k = max(1, len(losses) // 10)
-    res = {"ds_config": "zero2_bf16", "zero_stage": zero_stage, "compiled": compile_, "steps": steps, "tok_s": round(tokens / dt),
+    res = {"ds_config": "zero2_bf16", "zero_stage": zero_stage, "compiled": compile_,
+           "optimizer": getattr(eng, "codept_optimizer", "?"), "steps": steps, "tok_s": round(tokens / dt),
            "model_tflops": round(fl / dt / 1e12, 1), "mfu": round(fl / dt / 1e12 / peak, 4),
            "loss_first_tenth": round(sum(losses[:k]) / k, 3), "loss_last_tenth": round(sum(losses[-k:]) / k, 3),
            "all_finite": all(x == x and abs(x) < 1e4 for x in losses),

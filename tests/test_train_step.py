@@ -197,3 +197,14 @@ def test_evaluate_reports_per_head_loss_and_accuracy_in_eval_mode(byte_tok):
     assert logs["val/mlm/n"] == n > 0
     assert math.isnan(logs["val/rtd/loss"]) and math.isnan(logs["val/rtd/acc"])  # no rtd labels here
     assert E.evaluate(FakeEngine(net, 1), batches, ["mlm", "rtd"])["val/mlm/loss"] == logs["val/mlm/loss"]
+
+
+@pytest.mark.parametrize("name,backend,want", [("zero2", "gloo", "adamw"), ("zero2_bf16", "nccl", "adamw_fused"),
+                                               ("zero3", "nccl", "adamw_fused"),
+                                               ("zero3_offload", "nccl", "cpu_adam"),
+                                               ("zero3_offload", "gloo", "cpu_adam")])
+def test_optimizer_kind_fused_on_gpu_ranks_cpu_adam_when_offloaded(name, backend, want):
+    from codept.train import config as C
+
+    assert E.optimizer_kind(C.load_engine_json(name), backend) == want
+

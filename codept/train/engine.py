@@ -7,9 +7,11 @@ with g++ on CPU (about a minute) is compiled once per machine.
 :func:`build_engine` (model, RunConfig, World) -> engine:
   1. ``codept.train.config.derive`` gives the DeepSpeed dict (engine JSON + injected batch keys and
      clipping), the AdamW hyper-parameters and the schedule.
-  2. A torch ``AdamW`` is built (DeepSpeed's FusedAdam would compile CUDA/C++ code first); when the
-     ds_config offloads the optimizer to CPU, DeepSpeed's ``DeepSpeedCPUAdam`` instead (DeepSpeed
-     refuses other optimizers with ZeRO-Offload; it compiles its cpu_adam op once, cached too).
+  2. A torch ``AdamW`` is built (DeepSpeed's FusedAdam would compile CUDA/C++ code first): on GPU
+     ranks (nccl) torch's fused one (one kernel for the whole update of DeepSpeed's fp32 partitions;
+     CPU ranks keep the default for-each kernel, whose numerics the CPU tests pin); when the
+     ds_config offloads the optimizer to CPU, DeepSpeed's ``DeepSpeedCPUAdam`` instead (DeepSpeed refuses other optimizers with ZeRO-Offload; it compiles
+     its cpu_adam op once, cached too). :func:`optimizer_kind` names the choice.
   3. A ``LambdaLR`` over ``config.lr_multiplier`` (warm-up + decay); DeepSpeed steps it after every
      optimizer step and saves it in its checkpoint.
   4. ``deepspeed.initialize(model, optimizer, lr_scheduler, config)``.
@@ -165,23 +167,31 @@ def _offloads_optimizer(ds_config: dict) -> bool:
     return off.get("device", "none") in ("cpu", "nvme")
 
 
+def optimizer_kind(ds_config: dict, backend: str) -> str:
+    """``"cpu_adam"`` (ZeRO-Offload), ``"adamw_fused"`` (GPU ranks: nccl) or ``"adamw"`` (CPU ranks)."""
+    if _offloads_optimizer(ds_config):
+        return "cpu_adam"
+    return "adamw_fused" if backend == "nccl" else "adamw"
+
+
 def build_engine(model: torch.nn.Module, cfg: RunConfig, world: World, params=None, plan: Plan | None = None):
     """DeepSpeed engine for ``model`` (see the module docstring). ``params``: parameters or param
     groups for the optimizer (default ``model.parameters()``), e.g. to exempt norms from weight
     decay. The derived :class:`~codept.train.config.Plan` is kept as ``engine.codept_plan``."""
     plan = plan or derive(cfg, world.world_size)
     o = plan.optimizer
+    kind = optimizer_kind(plan.ds_config, world.backend)
     params = list(model.parameters()) if params is None else params
-    if _offloads_optimizer(plan.ds_config):
+    hyper = dict(lr=o["lr"], betas=o["betas"], eps=o["eps"], weight_decay=o["weight_decay"])
+    if kind == "cpu_adam":
         from deepspeed.ops.adam import DeepSpeedCPUAdam
 
-        opt = DeepSpeedCPUAdam(params, lr=o["lr"], betas=o["betas"], eps=o["eps"], weight_decay=o["weight_decay"],
-                               adamw_mode=True)
+        opt = DeepSpeedCPUAdam(params, adamw_mode=True, **hyper)
     else:
-        opt = torch.optim.AdamW(params, lr=o["lr"], betas=o["betas"], eps=o["eps"], weight_decay=o["weight_decay"])
+        opt = torch.optim.AdamW(params, fused=kind == "adamw_fused", **hyper)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, Schedule(plan.schedule))
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, lr_scheduler=sched, config=plan.ds_config)
-    engine.codept_plan = plan
+    engine.codept_plan, engine.codept_optimizer = plan, kind
     return engine
 
 
