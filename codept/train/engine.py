@@ -11,7 +11,8 @@ with g++ on CPU (about a minute) is compiled once per machine.
      ranks (nccl) torch's fused one (one kernel for the whole update of DeepSpeed's fp32 partitions;
      CPU ranks keep the default for-each kernel, whose numerics the CPU tests pin); when the
      ds_config offloads the optimizer to CPU, DeepSpeed's ``DeepSpeedCPUAdam`` instead (DeepSpeed
-     refuses other optimizers with ZeRO-Offload; it compiles its cpu_adam op once, cached too). :func:`optimizer_kind` names the choice.
+     refuses other optimizers with ZeRO-Offload; it compiles its cpu_adam op once, cached too).
+     :func:`optimizer_kind` names the choice.
   3. A ``LambdaLR`` over ``config.lr_multiplier`` (warm-up + decay); DeepSpeed steps it after every
      optimizer step and saves it in its checkpoint.
   4. ``deepspeed.initialize(model, optimizer, lr_scheduler, config)``.
