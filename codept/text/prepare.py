@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sys
 import time
 from collections import Counter
@@ -30,7 +31,7 @@ from pathlib import Path
 
 from codept import __version__
 from codept.data.redact import redact
-from codept.data.jobs import NothingToPrepare, ShardWriter, fresh_folder, key_bytes
+from codept.data.jobs import NothingToPrepare, ShardWriter, key_bytes
 from codept.data.jobs import progress as progress_bar
 from codept.text.build import build_doc
 from codept.text.readers import PairDoc, Skip, TextDoc, discover, read_file
@@ -127,9 +128,10 @@ def prepare_text(sources: list[str], out: Path | None = None, tokenizer_dir: Pat
         old = json.loads((out / "summary.json").read_text())
         if old.get("cache_key") == key:
             return {**old, "cached": True}
-    fresh_folder(out)
+    if out.exists():
+        shutil.rmtree(out)
     for sub in ("text", "pairs"):
-        (out / sub).mkdir()
+        (out / sub).mkdir(parents=True)
     writers = {"text": ShardWriter(out / "text", TEXT_ARROW_SCHEMA), "pairs": ShardWriter(out / "pairs", PAIR_ARROW_SCHEMA)}
     from codept.parallel import isolated_map
 
