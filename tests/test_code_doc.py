@@ -585,3 +585,58 @@ def test_hard_negatives_are_unmatched_parts_of_the_row(small_tok):
     hidden = model.encode(batch)
     z, key = head.embed(hidden, batch)
     assert len(key) == 12 and int((key % 2 == 1).sum()) == 6  # every part is a candidate
+
+
+# --- the view's summaries field (prepare time) -------------------------------------------------------
+
+
+def _online_doc(v, row: int, max_doc: int = 32) -> np.ndarray:
+    """The doc side as code_doc computed it per read before the field: summary_tokens over 2m + 8 tokens."""
+    from codept.structure.summary import summary_tokens
+
+    off = v.offsets.reshape(-1, 2)
+    _, s, e, ns, ne, ds, de = (int(x) for x in v.functions[row])
+    name = v.text[off[ns, 0]: off[ne - 1, 1]].strip() if ne > ns else ""
+    return v.input_ids[summary_tokens(v.text, off, ds, de, name, v.lang, 2 * max_doc + 8)][:max_doc]
+
+
+
+
+def test_summaries_field_is_the_per_read_summary(small_tok):
+    """The summaries field (built with the view) gives code_doc the doc side it computed per read:
+    every documented definition of real stdlib files and of every grammar fixture (six languages),
+    the same tokens, also after the Arrow round trip; a table without the column (views prepared
+    before it existed) derives the same field per view."""
+    import pyarrow as pa
+
+    from codept.data.views import open_views
+    from codept.structure.summary import SUMMARY_CAP
+    from codept.structure.view import views_to_table
+
+    views = stdlib_views(small_tok, 300, 330)
+    views += [fixture_view(f.parent.parent.name, f.name, small_tok) for f in sorted(GRAMMARS.glob("*/fixtures/*.*"))]
+    assert {v.lang for v in views if (v.functions[:, 5] >= 0).any()} >= {"python", "java", "go"}
+    n = 0
+    for v in views:
+        summ = v.summaries
+        assert summ.dtype == np.int32 and summ.shape[1:] == (2,)
+        assert np.all(np.diff(summ[:, 0]) >= 0) and np.all(np.isin(summ[:, 0], np.flatnonzero(v.functions[:, 5] >= 0)))
+        for r in np.flatnonzero(v.functions[:, 5] >= 0).tolist():
+            got = summ[summ[:, 0] == r, 1]
+            _, _, _, _, _, ds, de = v.functions[r].tolist()
+            assert len(got) <= SUMMARY_CAP and np.all((got >= ds) & (got < de)) and np.all(np.diff(got) > 0)
+            assert np.array_equal(v.input_ids[got][:32], _online_doc(v, r)), (v.path, r)
+            n += 1
+    assert n >= 250
+    table = views_to_table(views)
+    back = open_views(table)
+    old = open_views(table.drop_columns(["summaries"]))
+    for i, v in enumerate(views):
+        assert np.array_equal(back[i].summaries, v.summaries) and np.array_equal(old[i].summaries, v.summaries)
+    # the objective reads the field: same doc sides as the per-read path (max_doc_tokens > SUMMARY_CAP)
+    vocab = Vocab.from_tokenizer(small_tok)
+    fast, slow = build("code_doc", vocab), build("code_doc", vocab, max_doc_tokens=SUMMARY_CAP + 1)
+    for v in views[:10]:
+        a, b = fast(v, np.random.default_rng(5)) or [], slow(v, np.random.default_rng(5)) or []
+        assert [decode(small_tok, sides(e)[0]) for e in a] == [decode(small_tok, sides(e)[0][:32]) for e in b]
+        assert [sides(e)[1].tolist() for e in a] == [sides(e)[1].tolist() for e in b]

@@ -34,7 +34,8 @@ from codept.data.stream import Source
 # kind -> (array field -> (dtype, width; 0 = 1-D)), string/bool fields, list<string> fields
 _TEXT_ARRAYS = {"input_ids": 0, "offsets": 2, "words": 0, "sentences": 2, "paragraphs": 2}
 _CODE_ARRAYS = {"input_ids": 0, "offsets": 2, "leaf": 0, "spans": 3, "idents": 5, "functions": 7, "errors": 2,
-                "dataflow": 3}
+                "dataflow": 3, "summaries": 2}
+_DERIVED = {"summaries"}  # code columns a table written before they existed may lack: computed per view
 KINDS = ("code", "text", "pair")
 
 
@@ -68,7 +69,7 @@ class Views:
         self._arrays = arrays
         # per batch: column -> (flat int32 values, int32/int64 offsets), zero-copy
         self._cols = [{name: (b.column(name).values.to_numpy(zero_copy_only=False), b.column(name).offsets.to_numpy())
-                       for name in arrays} for b in self._batches]
+                       for name in arrays if name in table.schema.names or name not in _DERIVED} for b in self._batches]
         self._make = {"code": self._code, "text": self._text, "pair": self._pair}[self.kind]
 
     def __len__(self) -> int:
@@ -120,8 +121,13 @@ class Views:
     def _code(self, b: int, j: int):
         from codept.structure.view import CodeView  # code views only: the text path never imports tree-sitter
 
-        arrays = {k: self._array(b, j, k) for k in _CODE_ARRAYS}
-        return CodeView(path=self._str(b, j, "path"), lang=self._str(b, j, "lang"), text=self._str(b, j, "text"),
+        arrays = {k: self._array(b, j, k) for k in self._cols[b]}
+        lang, text = self._str(b, j, "lang"), self._str(b, j, "text")
+        if "summaries" not in arrays:  # views prepared before the field existed
+            from codept.structure.summary import doc_summaries
+
+            arrays["summaries"] = doc_summaries(text, arrays["offsets"], arrays["functions"], lang)
+        return CodeView(path=self._str(b, j, "path"), lang=lang, text=text,
                         has_error=bool(self._str(b, j, "has_error")), names=self._str(b, j, "names"), **arrays)
 
     def _side(self, b: int, j: int, prefix: str, path: str):

@@ -10,7 +10,9 @@
    single-pair path: pick one uniformly; for "summary", if its doc gives no summary, the next of
    the others in a random order that does.
 3. Part 0 = the doc side, cut to its first ``max_doc_tokens``. ``doc="summary"`` (default): the
-   doc's tokens that overlap its first sentence (:func:`summary_tokens`: from the first word
+   doc's tokens that overlap its first sentence (codept.structure.summary.summary_tokens, computed
+   once when the view is built: the view's ``summaries`` field, read here as an index slice; per
+   read only when ``max_doc_tokens`` > SUMMARY_CAP, the field's cut; from the first word
    character to the first sentence or paragraph break of codept.text.segment, a leading repeat of
    the function's name dropped as Go writes it; Javadoc / JSDoc / PHPDoc / YARD tags and HTML
    handled as the probe handles them), without the whitespace / quote / comment-marker tokens that
@@ -34,13 +36,11 @@
    Needs another documented definition in the file; without one the pair has no negatives.
 6. Optional MLM on the code part (``mlm_rate`` > 0: select.random_tokens + render.bert_80_10_10,
    labels ``mlm``, IGNORE on the doc part). Off by default: no ``mlm`` labels at all.
-Cost: O(F + T_def) per document, plus one regex pass over the picked doc's text for "summary".
+Cost: O(F + the kept tokens) NumPy slicing per document, no string work (with the field; a
+regex pass per doc otherwise); the per-pair Example and packing dominate (benchmarks/bench_code_objectives.py).
 Not covered: the whitespace the removed docstring leaves behind (an empty line stays in the code);
-negatives beyond the micro-step of all ranks (the head's limit); Python roles inside the summary
-(``:func:`x``` stays as tokens); ``{@link X label}`` keeps ``X label`` where the probe keeps only
-the label; HTML entities stay; dropping a markup token that carries a space glues the words around
-it (``a <b>bar`` -> ``abar``: the BPE ids of ``bar`` and `` bar`` differ); a doc whose first
-sentence is a signature line. "summary" against "raw" was measured (single process, 16 rows of 256, 200 steps,
+negatives beyond the micro-step of all ranks (the head's limit); the summary's limits
+(codept.structure.summary). "summary" against "raw" was measured (single process, 16 rows of 256, 200 steps,
 zero residual init, full protocol): in-domain 0.193 vs 0.181, networkx 0.095 vs 0.086. The 32 / 128
 token cuts were measured: against 64 / 192, more pairs fit a row (more in-batch negatives) and a
 200-step code_doc-only run scored higher on both default probes (cheap protocol, in-domain 0.19 vs
@@ -50,7 +50,6 @@ seq_len >= max_doc_tokens + max_code_tokens or the code side is truncated (codep
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,16 +57,10 @@ import numpy as np
 from codept.data.example import IGNORE, Example
 from codept.objectives import render, select
 from codept.structure.kinds import DEFINITION_KINDS
-from codept.text import markup
-from codept.text.segment import sentence_breaks
+from codept.structure.summary import SUMMARY_CAP, summary_tokens  # noqa: F401 (summary_tokens re-exported)
 
 PID_BITS = 62  # 2 * pid + 1 < 2**63: the pair keys fit int64
 DOC_MODES = ("summary", "raw")
-_WORD = re.compile(r"\w")
-_MARKER_ONLY = re.compile(r"[\s*/#'\"`]*")  # whitespace, quotes and comment markers only
-_STRING_PREFIX = re.compile(r"\s*[rRbBuU]{1,2}(?=[\"'])")  # r\"\"\"...: the prefix is not a word
-_LINE_LEAD = re.compile(r"[ \t]*(?:[*/#]+[ \t]*)?")  # a doc line's indentation and comment marker
-_BLOCK_TAG = re.compile(r"\n" + _LINE_LEAD.pattern + "@[A-Za-z!]")  # a line opening with @param, @return, ...
 
 
 @dataclass(frozen=True)
@@ -105,134 +98,9 @@ def candidates(functions: np.ndarray, kind_ids: np.ndarray) -> np.ndarray:
     return np.flatnonzero(ok)
 
 
-def summary_tokens(text: str, offsets: np.ndarray, ds: int, de: int, name: str = "", lang: str = "",
-                   limit: int | None = None) -> np.ndarray:
-    """Token indices (K,) int64 in [ds, de) of the doc's summary: the tokens overlapping the chars
-    from the doc's first word character to its first sentence break (codept.text.segment, paragraph
-    breaks included), minus the tokens made only of whitespace, quotes and comment markers that
-    hold a newline, open a line, or open or close the doc (inside a line they stay: 'the "call"
-    list'). A leading `name` (the documented function's name: "// Foo returns ...") is skipped.
-    For `lang` in codept.text.markup.LANGS (java, javascript, php, ruby), as the probe's query
-    cleaner reads such docs: the markup opening the doc is skipped (:func:`_first_text_word`), a
-    line opening with a block tag (``@param``) or block HTML (``<p>``) ends the summary, and
-    tokens holding only inline-tag / HTML markup (``{@code``, its ``}``, ``<b>``), or markup and
-    punctuation (``}.``), are dropped.
-    Empty when the doc has no word character, only tags, or opens with a doctest (``>>>``).
-    ``limit``: only the first `limit` tokens from the summary's start are read (the caller keeps
-    fewer: a long docstring's sentence search need not run to its end)."""
-    empty = np.zeros(0, dtype=np.int64)
-    off = np.asarray(offsets).reshape(-1, 2)
-    c0, c1 = int(off[ds, 0]), int(off[de - 1, 1])
-    doc = text[c0:c1]
-    prefix = _STRING_PREFIX.match(doc)
-    m = _WORD.search(doc, prefix.end() if prefix else 0)
-    if m is None or ">>>" in doc[: m.start()]:  # no words, or a doc that opens with a doctest
-        return empty
-    html = lang in markup.LANGS
-    first = _first_text_word(text, c0, c0 + m.start(), c1, lang) if html else c0 + m.start()
-    if first is None:
-        return empty
-    start = first - c0
-    if name and doc.startswith(name, start) and doc[start + len(name): start + len(name) + 1].isspace():
-        start += len(name) + 1
-    stop = len(doc)
-    if limit is not None:
-        first_tok = ds + int(np.searchsorted(off[ds:de, 1], c0 + start, side="right"))
-        stop = min(stop, int(off[min(de - 1, first_tok + limit), 1]) - c0)
-    breaks = sentence_breaks(doc[start:stop])
-    end = start + (int(breaks[0]) if len(breaks) else stop - start)
-    if html:  # Javadoc / JSDoc / PHPDoc / YARD: a block tag (@param) or block HTML (<p>) ends the text
-        for stop in (_BLOCK_TAG.search(doc, start, end), markup.HTML_BLOCK.search(doc, start, end)):
-            end = stop.start() if stop else end
-    o = off[ds:de] - c0
-    idx = ds + np.flatnonzero((o[:, 1] > start) & (o[:, 0] < end))
-    masked = _markup_mask(doc, end) if html else None
-    keep = []
-    for i in idx.tolist():
-        a, b = int(off[i, 0]), int(off[i, 1])
-        lo, hi = max(a - c0, start), min(b - c0, end)
-        if masked is not None and (masked[lo:hi].any() or hi < b - c0):
-            # a token holding markup or running past the summary: kept for the text beside it, and
-            # beside markup only for a word ("}." and ">," go, "e}" stays)
-            rest = "".join(ch for ch, mk in zip(doc[lo:hi], masked[lo:hi]) if not mk).strip()
-            if not rest or (masked[lo:hi].any() and not _WORD.search(rest)):
-                continue
-        if _MARKER_ONLY.fullmatch(text, a, b):
-            tok = text[a:b]
-            line_start = text.rfind("\n", 0, a) + 1
-            if "\n" in tok or a < c0 + start or b >= c1 or not text[max(line_start, c0 + start):a].strip():
-                continue  # blank, opening / closing quotes, or a line's comment marker
-        keep.append(i)
-    return np.asarray(keep, dtype=np.int64)
-
-
-def _first_text_word(text: str, begin: int, pos: int, end: int, lang: str) -> int | None:
-    """For a doc text[begin:end] with markup (codept.text.markup.LANGS): `pos` (its first word
-    character), or the first word after the markup that opens the doc, as the probe's query cleaner
-    reads it: HTML tags (``<p>``) and inline-tag names (``{@code`` of ``{@code x}``) are skipped;
-    block tags opening a line are skipped in Ruby (YARD's ``@api private``, with their indented
-    continuation lines), give the tag's text for ``@description`` / ``@summary``, and otherwise
-    mean no summary (a Javadoc with no text before its tags). None when nothing is left."""
-    while True:
-        skip = _markup_at(text, begin, pos)
-        if skip is None and pos > 0 and text[pos - 1] == "@":
-            line = text.rfind("\n", 0, pos) + 1
-            if _LINE_LEAD.match(text, line).end() == pos - 1:  # a block tag opens the line
-                if lang == "ruby":
-                    skip = _tag_block_end(text, pos, end, tag_col=pos - 1 - line)
-                elif described := markup.DESCRIPTION_TAG.match(text, pos - 1):
-                    skip = described.end()
-                else:
-                    return None
-        if skip is None:
-            return pos
-        m = _WORD.search(text, skip, end)
-        if m is None:
-            return None
-        pos = m.start()
-
-
-def _tag_block_end(text: str, pos: int, end: int, tag_col: int) -> int:
-    """Where a YARD tag starting at its line's column `tag_col` ends: the start of the first later
-    line that is not blank and not indented deeper than the tag (`end` if none)."""
-    nxt = text.find("\n", pos, end)
-    while nxt >= 0:
-        line = nxt + 1
-        lead = _LINE_LEAD.match(text, line, end).end()
-        nxt = text.find("\n", line, end)
-        if text[lead : nxt if nxt >= 0 else end].strip() and lead - line <= tag_col:
-            return lead
-    return end
-
-
-def _markup_at(text: str, begin: int, pos: int) -> int | None:
-    """The end of the HTML tag or inline-tag opening (``{@code ``) that starts at or after `begin`
-    and holds the word character at `pos`, or None."""
-    if pos - 2 >= begin and text[pos - 2 : pos] == "{@":
-        return markup.INLINE_TAG_OPEN.match(text, pos - 2).end()
-    lt = text.rfind("<", begin, pos)
-    if lt < 0 or ">" in text[lt:pos]:
-        return None
-    tag = markup.HTML_BLOCK.match(text, lt) or markup.HTML_INLINE.match(text, lt)
-    return tag.end() if tag else None
-
-
-def _markup_mask(doc: str, end: int) -> np.ndarray:
-    """(len(doc),) bool: the chars of doc[:end] that are markup: inline-tag openings (``{@code ``)
-    with their closing ``}``, and HTML tags."""
-    mask = np.zeros(len(doc), dtype=bool)
-    for m in markup.INLINE_TAG_OPEN.finditer(doc, 0, end):
-        mask[m.start() : m.end()] = True
-        close = doc.find("}", m.end(), end)
-        if close >= 0:
-            mask[close] = True
-    for m in markup.HTML_INLINE.finditer(doc, 0, end):
-        mask[m.start() : m.end()] = True
-    return mask
-
-
 def build(vocab: render.Vocab, cfg: Config = Config()):
     kind_ids = np.array([DEFINITION_KINDS.index(k) for k in cfg.kinds], dtype=np.int64)
+    from_view = cfg.doc == "summary" and cfg.max_doc_tokens <= SUMMARY_CAP  # the view's summaries field serves
 
     def code_doc(view, rng: np.random.Generator, ctx=None) -> Example | list[Example] | None:
         funcs = np.asarray(view.functions)
@@ -241,20 +109,19 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
             return None
         if cfg.pairs == 1:
             return _one_pair(view, funcs, cand, rng)
-        order = rng.permutation(cand).tolist()
-        docs = {row: d for row in order if len(d := _doc_side(view, funcs, row))}
+        order = rng.permutation(cand)
+        docs = _doc_sides(view, funcs, order)  # row -> doc side, only rows with one
+        rows = [r for r in order.tolist() if r in docs][: cfg.pairs or None]
+        if not rows:
+            return None
+        pids = rng.integers(0, 2**PID_BITS, size=len(rows), dtype=np.int64).tolist()
         out = []
-        for row in order:
-            if row not in docs:
-                continue
-            pid = int(rng.integers(0, 2**PID_BITS, dtype=np.int64))
+        for row, pid in zip(rows, pids):
             ex = _example(view, funcs, row, docs[row], pid, rng)
             if cfg.hard_negatives:
                 ex = _with_negatives(view, funcs, row, ex, docs, rng)
             out.append(ex)
-            if len(out) == cfg.pairs:
-                break
-        return out or None
+        return out
 
     def _one_pair(view, funcs, cand, rng) -> Example | None:
         """The single-pair path (``pairs=1``): one definition drawn uniformly, falling back to the
@@ -272,11 +139,24 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
                 return _example(view, funcs, row, doc, pid, rng)
         return None  # no doc with a word: no pair (the stream drops None)
 
+    def _doc_sides(view, funcs, rows: np.ndarray) -> dict:
+        """{row: doc side} for the `rows` whose doc gives one (non-empty), in the order of `rows`."""
+        if not from_view:
+            return {r: d for r in rows.tolist() if len(d := _doc_side(view, funcs, r))}
+        summ = np.asarray(view.summaries).reshape(-1, 2)  # (K, 2): function row, token index; by row
+        lo = np.searchsorted(summ[:, 0], rows, side="left")
+        hi = np.minimum(np.searchsorted(summ[:, 0], rows, side="right"), lo + cfg.max_doc_tokens)
+        ids = np.asarray(view.input_ids)
+        tok = summ[:, 1]
+        return {r: ids[tok[a:b]] for r, a, b in zip(rows.tolist(), lo.tolist(), hi.tolist()) if b > a}
+
     def _doc_side(view, funcs, row: int) -> np.ndarray:
         ids = np.asarray(view.input_ids)
         _, s, e, ns, ne, ds, de = (int(x) for x in funcs[row])
         if cfg.doc != "summary":
             return ids[ds:de][: cfg.max_doc_tokens]
+        if from_view:
+            return _doc_sides(view, funcs, np.array([row])).get(row, ids[:0])
         off = np.asarray(view.offsets).reshape(-1, 2)
         name = view.text[off[ns, 0]: off[ne - 1, 1]].strip() if ne > ns else ""
         # 2x the kept tokens are read: the markers dropped inside a summary never need more
@@ -286,10 +166,17 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         """The definition's tokens without its doc's, cut; `name_ids` replace its name's tokens."""
         ids = np.asarray(view.input_ids)
         _, s, e, ns, ne, ds, de = (int(x) for x in funcs[row])
+        a, b = max(ds, s), min(de, e)  # the doc's tokens inside the definition (Python), else empty
+        if name_ids is None:  # the pair's own code side: two slices, only the kept tokens read
+            m = cfg.max_code_tokens
+            if b <= a:
+                return ids[s:e][:m]
+            head = ids[s:a][:m]
+            return np.concatenate([head, ids[b:e][: m - len(head)]]) if len(head) < m else head
         keep = np.ones(e - s, dtype=bool)
-        keep[max(ds, s) - s : max(min(de, e) - s, 0)] = False  # the doc's tokens inside the definition
+        keep[a - s : max(b - s, 0)] = False
         toks = ids[s:e]
-        if name_ids is not None and s <= ns < ne <= e:
+        if s <= ns < ne <= e:
             toks = np.concatenate([toks[: ns - s], name_ids, toks[ne - s:]])
             keep = np.concatenate([keep[: ns - s], np.ones(len(name_ids), bool), keep[ne - s:]])
         return toks[keep][: cfg.max_code_tokens]
@@ -302,9 +189,10 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
             code, lab = render.bert_80_10_10(code, render.tokens_as_units(chosen), vocab, rng)
             labels["mlm"] = np.concatenate([np.full(len(doc), IGNORE, dtype=np.int32), lab])
         n = len(doc) + len(code)
-        parts = np.repeat(np.array([0, 1], dtype=np.int32), [len(doc), len(code)])
-        return Example(np.concatenate([doc, code]).astype(np.int32), np.ones(n, dtype=bool), labels=labels,
-                       scalars={"pair": [2 * pid, 2 * pid + 1]}, parts=parts)
+        parts = np.zeros(n, dtype=np.int32)
+        parts[len(doc):] = 1
+        return Example(np.concatenate([doc, code]).astype(np.int32, copy=False), np.ones(n, dtype=bool),
+                       labels=labels, scalars={"pair": [2 * pid, 2 * pid + 1]}, parts=parts)
 
     def _with_negatives(view, funcs, row: int, ex: Example, docs: dict, rng) -> Example:
         """`ex` plus up to two unmatched parts in its row (fresh pair ids, so the contrastive head

@@ -19,6 +19,9 @@ This is the single, language-agnostic input of every code objective. Fields (T t
                            (codept.structure.dataflow: kind 0 comesFrom = dst a use reached by the
                            definition src; kind 1 computedFrom = dst a written variable computed
                            from src); sorted, unique; no edge touches a dropped identifier
+  summaries  (K, 2) int32  function row, token index: the first tokens (at most SUMMARY_CAP) of each
+                           doc's summary, its first sentence without framing markers, as a query
+                           reads (codept.structure.summary); by row, then token; code_doc's doc side
 
 Building one (:func:`build_view`):
   1. :func:`codept.structure.grammar.parse` -> byte-offset arrays (leaves, spans, locals, tags);
@@ -30,7 +33,8 @@ Building one (:func:`build_view`):
      integer ids (:func:`name_ids`: hashed byte rows, verified exactly);
   5. drop spans and identifiers that overlap a syntax error;
   6. dataflow edges (codept.structure.dataflow) on the byte-level identifiers, re-indexed to the
-     kept ones.
+     kept ones;
+  7. doc summaries (codept.structure.summary.doc_summaries) of the kept definitions.
 A token range is the smallest run of tokens covering the node; a BPE token that straddles two nodes
 (``"):"``) belongs to both ranges. Cost: see benchmarks/bench_structure.py (last line: the ratio to
 tokenize-only). Not covered: execution labels (later issues add fields here).
@@ -47,6 +51,7 @@ import pyarrow as pa
 
 from codept.data.viewrows import TokenText, arrays_from_record, to_record, tokenize  # noqa: F401 (re-exported)
 from codept.structure import dataflow, grammar, kinds, offsets, resolve
+from codept.structure.summary import doc_summaries
 
 
 @dataclass(eq=False)
@@ -64,6 +69,7 @@ class CodeView(TokenText):
     functions: np.ndarray
     errors: np.ndarray
     dataflow: np.ndarray
+    summaries: np.ndarray
     stats: dict = field(default_factory=dict, compare=False)
 
     def __len__(self) -> int:
@@ -90,6 +96,7 @@ _ARRAYS = {
     "functions": (np.int32, 7),
     "errors": (np.int32, 2),
     "dataflow": (np.int32, 3),
+    "summaries": (np.int32, 2),
 }
 
 ARROW_SCHEMA = pa.schema(
@@ -277,5 +284,6 @@ def build_view(path: str, lang: str, text: str, tokenizer, *, timeout_s: float |
         functions=functions.astype(np.int32),
         errors=np.stack([err_t0, err_t1], axis=1).astype(np.int32).reshape(-1, 2),
         dataflow=flow.astype(np.int32).reshape(-1, 3),
+        summaries=doc_summaries(text, tok_off, functions, lang),
         stats={"bytes": len(data), "max_depth": parsed.max_depth, **parsed.timings, **stats},
     )
