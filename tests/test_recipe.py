@@ -321,3 +321,45 @@ def test_mlm_streams_from_prepared_text_views_with_falling_validation_loss(tmp_p
             if "val/mlm/loss" in d]
     assert len(vals) == 3 and vals[-1] < vals[0], vals
     assert summary["val"]["mlm"]["n"] > 100
+
+
+def test_minilm_six_cpu_preset_and_balanced_files(tmp_path):
+    """The preset needs its corpora folder, reads the train corpora of a fetch manifest, and its
+    per-language byte budget caps every language (first fit in a path-hash order, the same order
+    wherever the folder lies); real files: stdlib packages and the six languages' grammar fixtures."""
+    import shutil
+
+    from codept.data.sources import stdlib_root
+    from codept.structure.grammar import language_for_path
+    from codept.train.config import ConfigError
+
+    R = _recipe_module()
+    with pytest.raises(ConfigError, match="give data.corpora=DEST"):
+        R.configure("minilm_six_cpu", [])
+    s, mixture = R.configure("minilm_six_cpu", [f"data.corpora={tmp_path}", "steps=5"])
+    assert mixture == [("code_doc", 1.0)] and s.run.lr == 2e-5 and s.sections["data"].lang_bytes == 4_000_000
+    assert s.sections["probe"].project == "" and s.sections["probe"].every == 0 and s.run.steps == 5
+    with pytest.raises(ConfigError, match="no corpora.json"):
+        R.train_corpora(str(tmp_path))
+    for name in ("json", "email"):
+        shutil.copytree(stdlib_root() / name, tmp_path / name)
+    shutil.copytree(REPO / "grammars", tmp_path / "fixtures")
+    (tmp_path / "corpora.json").write_text(json.dumps({"corpora": [
+        {"name": "json", "role": "train", "status": "ok"}, {"name": "email", "role": "eval", "status": "ok"},
+        {"name": "fixtures", "role": "train", "status": "ok"}, {"name": "gone", "role": "train", "status": "ok"}]}))
+    srcs = R.train_corpora(str(tmp_path))
+    assert srcs == [str(tmp_path / "json"), str(tmp_path / "fixtures")]  # eval and missing folders left out
+    files, stats = R.balanced_files(srcs + [str(tmp_path / "email")], 20_000)
+    assert set(stats) == {"python", "go", "java", "javascript", "php", "ruby"}
+    sizes = {lang: sum(os.path.getsize(f) for f in files if language_for_path(f) == lang) for lang in stats}
+    for lang, st in stats.items():
+        assert st["bytes"] == sizes[lang] <= 20_000 and st["files"] >= 1
+    assert stats["python"]["available_bytes"] > 100_000 and 15_000 < stats["python"]["bytes"] <= 20_000
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    for name in ("json", "fixtures", "email"):
+        shutil.copytree(tmp_path / name, moved / name)
+    again, _ = R.balanced_files([str(moved / n) for n in ("json", "fixtures", "email")], 20_000)
+    assert [os.path.relpath(f, moved) for f in again] == [os.path.relpath(f, tmp_path) for f in files]
+    with pytest.raises(ValueError, match="lang_bytes=0"):
+        R.balanced_files(srcs, 0)
