@@ -5,6 +5,12 @@ mixture (and optionally the starting point), then one probe table comparing them
                            [--init-from DIR] [--out runs/ablate] [key=value ...]
   python recipes/ablate.py --mixtures mlm:1 ar:1 unilm:1 glm:1 plm:1 electra:1 --steps 40 model.layers=2
                            (the MLM-vs-AR table of README "Regimes"; any registered objective works)
+  python recipes/ablate.py --mixtures code_doc:1 "code_doc:1 objective.code_doc.hard_negatives=true" \
+                           "code_doc:1 seed=1" --steps 100 model.layers=2 val.every=0
+
+A run is a mixture optionally followed (in the same argument, space-separated) by key=value settings of
+that run only: an objective's setting (``objective.syntax_span.max_unit_tokens=32``), a second seed
+(``seed=1``); its folder and table label name them (``code_doc1@seed=1``).
 
 Each run: ``deepspeed --num_gpus RANKS recipes/pretrain_code.py data.mixture=M out_dir=OUT/<name>
 steps=STEPS probe.every=0 [key=value ...]`` (same preset, seed, data, steps and probes: only the
@@ -29,6 +35,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+FIXED = ("data.mixture=", "out_dir=", "steps=")  # set by the ablation itself
 DEFAULT_MIXTURES = ["mlm:1", "mlm:1,syntax_span:1", "mlm:1,syntax_span:1,code_doc:1", "code_doc:1"]
 
 
@@ -38,11 +45,33 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-def run_one(mixture: str, out: Path, args, extra: list[str]) -> dict:
-    items = [f"data.mixture={mixture}", f"steps={args.steps}", "probe.every=0", *extra]
+def parse_run(spec: str) -> tuple[str, list[str]]:
+    """``"MIXTURE [key=value ...]"`` -> (mixture, the run's own settings); refuses what the ablation sets."""
+    mixture, *own = spec.split()
+    if not mixture or "=" in mixture:
+        raise SystemExit(f"[ablate] run {spec!r}: must start with a mixture (objective:weight,...), then key=value settings")
+    for item in own:
+        if "=" not in item or item.startswith(FIXED):
+            raise SystemExit(f"[ablate] run {spec!r}: {item!r} must be key=value and not one of {FIXED}")
+    return mixture, own
+
+
+def run_name(spec: str) -> str:
+    """Folder name of a run: ``mlm:1,code_doc:1 seed=1`` -> ``mlm1+code_doc1@seed=1``."""
+    mixture, own = parse_run(spec)
+    tail = ""
+    for item in own:
+        key, value = item.split("=", 1)
+        tail += f"@{key.rsplit('.', 1)[-1]}={value}"
+    return mixture.replace(":", "").replace(",", "+") + tail
+
+
+def run_one(spec: str, out: Path, args, extra: list[str]) -> dict:
+    mixture, own = parse_run(spec)
+    items = [f"data.mixture={mixture}", f"steps={args.steps}", "probe.every=0", *extra, *own]
     if args.init_from:
         items += ["--init-from", args.init_from]
-    return run_in("recipes/pretrain_code.py", mixture, out, args.ranks, items)
+    return run_in("recipes/pretrain_code.py", spec, out, args.ranks, items)
 
 
 def run_in(script: str, label: str, out: Path, ranks: int, items: list[str]) -> dict:
@@ -79,16 +108,17 @@ def _val_cell(summary: dict) -> str:
 
 def table(results: dict[str, dict]) -> str:
     probes = sorted({p for s in results.values() for p in s["probe_mrr"]})
-    head = "| run | " + " | ".join(f"{p} MRR" for p in probes) + " | final loss | val loss/acc per head |"
-    lines = [head, "|" + "---|" * (len(probes) + 3)]
+    head = "| run | " + " | ".join(f"{p} MRR" for p in probes) + " | final loss | val loss/acc per head | wall s | train tok/s |"
+    lines = [head, "|" + "---|" * (len(probes) + 5)]
     for name, s in results.items():
         cells = [f"{s['probe_mrr'].get(p, {}).get('model', float('nan')):.3f}" for p in probes]
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {s['loss_last']} | {_val_cell(s)} |")
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {s['loss_last']} | {_val_cell(s)} | "
+                     f"{s.get('seconds', '')} | {s.get('train_tokens_per_s', '')} |")
     any_run = next(iter(results.values()))
     for spec in ("bm25", "random"):
         if all(spec in any_run["probe_mrr"].get(p, {}) for p in probes):
             cells = [f"{any_run['probe_mrr'][p][spec]:.3f}" for p in probes]
-            lines.append(f"| *{spec}* | " + " | ".join(cells) + " | | |")
+            lines.append(f"| *{spec}* | " + " | ".join(cells) + " | | | | |")
     pools = ", ".join(f"{p}: {any_run['probe_mrr'][p]['pairs']} pairs, pool {any_run['probe_mrr'][p]['pool']}"
                       for p in probes)
     return "\n".join(lines) + f"\n\n{pools}; {any_run['steps']} steps, preset {any_run['preset']}.\n"
@@ -101,11 +131,15 @@ def check_settings(args) -> None:
     from codept.train.config import ConfigError
     from pretrain_code import configure
 
-    for mixture in args.mixtures:
+    names = [run_name(spec) for spec in args.mixtures]
+    if len(set(names)) < len(names):
+        raise SystemExit(f"[ablate] two runs share a folder name: {sorted({n for n in names if names.count(n) > 1})}")
+    for spec in args.mixtures:
+        mixture, own = parse_run(spec)
         try:
-            configure("debug_cpu", [f"data.mixture={mixture}", f"steps={args.steps}", *args.overrides])
+            configure("debug_cpu", [f"data.mixture={mixture}", f"steps={args.steps}", *args.overrides, *own])
         except ConfigError as e:
-            raise SystemExit(f"[ablate] run {mixture!r}: {e}") from None
+            raise SystemExit(f"[ablate] run {spec!r}: {e}") from None
 
 
 def main(argv: list[str]) -> int:
@@ -117,13 +151,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--out", type=Path, default=REPO / "runs" / "ablate")
     ap.add_argument("overrides", nargs="*", help="passed to every run (key=value, model.x=, data.x=, probe.x=)")
     args = ap.parse_args(argv)
-    if any(o.startswith(("data.mixture=", "out_dir=", "steps=")) for o in args.overrides):
+    if any(o.startswith(FIXED) for o in args.overrides):
         raise SystemExit("data.mixture, out_dir and steps are set by the ablation itself")
     check_settings(args)  # every run's settings, before the first launch
     results = {}
-    for mixture in args.mixtures:
-        name = mixture.replace(":", "").replace(",", "+")
-        results[mixture] = run_one(mixture, args.out / name, args, args.overrides)
+    for spec in args.mixtures:
+        results[spec] = run_one(spec, args.out / run_name(spec), args, args.overrides)
     md = table(results)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "ablation.md").write_text(md)
