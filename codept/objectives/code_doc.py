@@ -94,7 +94,9 @@ def candidates(functions: np.ndarray, kind_ids: np.ndarray) -> np.ndarray:
     f = functions.reshape(-1, 7).astype(np.int64)
     s, e, ds, de = f[:, 1], f[:, 2], f[:, 5], f[:, 6]
     overlap = np.clip(np.minimum(e, de) - np.maximum(s, ds), 0, None)
-    ok = np.isin(f[:, 0], kind_ids) & (ds >= 0) & (de > ds) & (e - s - overlap > 0)
+    allowed = np.zeros(len(DEFINITION_KINDS), dtype=bool)  # a look-up table: np.isin costs more on a few rows
+    allowed[np.asarray(kind_ids, dtype=np.int64)] = True
+    ok = allowed[np.clip(f[:, 0], 0, len(allowed) - 1)] & (f[:, 0] < len(allowed)) & (ds >= 0) & (de > ds) & (e - s - overlap > 0)
     return np.flatnonzero(ok)
 
 
