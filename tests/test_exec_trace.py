@@ -175,6 +175,34 @@ def test_statement_lines_and_buckets():
     assert views.statement_lines("def broken(:\n") is None
 
 
+CLASS_UNIT = '''class A:
+    """doc"""
+    x = 1
+    @staticmethod
+    def m(n):
+        if n:
+            return 1
+        def inner():
+            return 2
+        return inner()
+    if x:
+        y = 2
+    class B:
+        def b(self):
+            return 4
+'''
+
+
+def test_class_unit_skips_lines_run_at_class_creation(byte_tok):
+    """A class unit's body (method def lines, attributes, nested class bodies) ran at import, before
+    tracing, so it always reads "never": not labelled. The methods' own bodies are."""
+    assert views.statement_lines(CLASS_UNIT) == [5, 6, 7, 8, 9, 14]
+    v = views.view_of(row(CLASS_UNIT, {5: 1, 6: 1, 7: 1, 9: 1}, []), byte_tok)
+    labels = v.line_labels[v.line_labels != IGNORE]
+    assert labels.tolist() == [1, 1, 1, 0, 1, 0]
+    assert views.statement_lines(LOOP) == [1, 2, 3, 4]  # a function unit: only its def line skipped
+
+
 def test_serialize_codeexecutor_format():
     text, spans = views.serialize([[1, {"n": "3", "t": "0"}], [2, {}], [3, {"i": "[1, 2]"}]], 1000)
     assert text == " <line> 1 <state> n : 3 ; t : 0 <line> 2 <state> <line> 3 <state> i : [1, 2]"
@@ -217,3 +245,27 @@ def test_folds_partition_sources():
     assert not {v.source for v in train} & {v.source for v in val} and len(train) + len(val) == 50
     with pytest.raises(ValueError, match="fold"):
         views.split_by_source(vs, 0.25, 4)
+
+
+def test_sandbox_runs_this_interpreter(bwrap):
+    """Under a 0700 /root (pyenv) the sandbox once ran /usr's libpython and stdlib (3.11.2) while the
+    labels said 3.11.7: the prefix's parents must be traversable inside."""
+    r = sandbox.run_python(["-c", "import sys; print(sys.version); print(sys.prefix)"])
+    assert r.stdout.splitlines() == [sys.version, sys.prefix]
+
+
+def test_package_items_import_from_site_packages(bwrap):
+    pytest.importorskip("networkx")
+    items = inputs.package_items("networkx.algorithms.boundary")
+    assert [it.key for it in items] == ["pkg:networkx.algorithms.boundary"] and items[0].task["site"] is True
+    assert len(inputs.package_items("networkx")) > 100  # every module with doctests, tests/ left out
+    assert not any(".tests." in it.key for it in inputs.package_items("networkx"))
+    _, units = trace(items[0].task)
+    u = units["networkx.algorithms.boundary.edge_boundary"]
+    assert u["error"] is None and u["attempted"] >= 1 and u["counts"]
+    _, without = trace({k: v for k, v in items[0].task.items() if k != "site"})
+    assert without == {}  # site-packages is not on sys.path unless asked for
+    with pytest.raises(FileNotFoundError, match="no installed package 'no_such_pkg_codept'"):
+        inputs.package_items("no_such_pkg_codept")
+    with pytest.raises(FileNotFoundError, match="not a dotted module name"):
+        inputs.package_items("networkx/../x")

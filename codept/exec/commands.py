@@ -43,7 +43,7 @@ def add_cli(sub) -> None:
     pr.set_defaults(fn=_cmd_exec_run)
 
     pt = sub.add_parser("trace", help="offline job: run doctests/HumanEval in the sandbox, record traces")
-    pt.add_argument("sources", nargs="+", help="'stdlib', 'humaneval', .py files or folders")
+    pt.add_argument("sources", nargs="+", help="'stdlib', 'humaneval', 'pkg:NAME' (an installed package's doctests), .py files or folders")
     pt.add_argument("--out", required=True, type=Path, help="output folder of the trace shards")
     pt.add_argument("--workers", type=int, default=0, help="parallel sandboxes (default: all cores)")
     pt.add_argument("--timeout", type=float, default=30.0, help="wall-clock seconds per sandbox run")

