@@ -12,6 +12,9 @@ Measured (2026-12-01, root, bwrap 0.8.0, 2 shared cores under load 6-10): bare p
 rlimits only 22-30 ms, sandbox 67-82 ms median: overhead 53-54 ms (p90 of the sandbox 225-467 ms
 under load); one worker: 31-32 units/s at repeat 1, 15-25 units/s at repeat 2 (1.2-1.6 k line
 events/s); hostile suite 40/40 contained, 0 survivors, 0 host changes (also as uid 1000, unprivileged).
+Those sandbox runs used /usr's python 3.11.2 (the pyenv prefix was unreachable; fixed, LAYOUT 3). After
+the fix, same interpreter in both arms, under the CPU lock (--runs 30 --items 8): bare 7.0 ms, sandbox
+17.5 ms median (p90 20.6): overhead 10.5 ms; one worker 135 units/s at repeat 1, 72 at repeat 2.
 """
 
 from __future__ import annotations

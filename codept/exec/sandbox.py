@@ -32,7 +32,9 @@ Algorithm of :func:`run_python` (one call = one sandbox):
 Status: ok | error (non-zero exit) | signal (killed by a signal: segfault, SIGXFSZ, SIGXCPU, ...) |
 timeout (wall clock). Cost: ~50-90 ms of overhead per run (benchmarks/bench_exec.py). Not covered:
 memory cgroups (RLIMIT_AS bounds mappings, RLIMIT_FSIZE bounds files; page cache is not counted),
-CPU shares between parallel sandboxes, non-Linux hosts, code that needs /etc or third-party packages;
+CPU shares between parallel sandboxes, non-Linux hosts, code that needs /etc; site-packages is
+mounted (read-only, inside the prefix) but off sys.path (-S) unless the program adds it (the tracer does
+for ``pkg:`` items);
 as a normal user every sandbox runs under that user's uid, so parallel sandboxes share one process
 limit (as root each worker has its own uid).
 """

@@ -5,7 +5,8 @@ line, the bucket of that line's execution count recorded offline in the sandbox 
 2-4 / 5-16 / 17+; codept.exec.views.BUCKETS). The code is not corrupted: the model sees the whole
 unit (prefix all True) and classifies the labelled tokens (head ``exec_lines``, a TokenClassifier
 with N_BUCKETS classes). The unit's inputs are its docstring's doctest calls, which are part of
-the code the model reads: it must infer which branches those examples take and how often loops run.
+the code the model reads (views built with ``docstrings="examples"`` keep only those examples of each
+docstring): it must infer which branches those examples take and how often loops run.
 Cost: O(T) per document (a copy). Not covered: per-token labels inside a line (one label per
 line, on its first token), inputs given separately from the docstring.
 """
