@@ -27,10 +27,11 @@ Algorithm:
      module are not independent), and model minus each baseline (difference, SE, 95% interval,
      share of resamples where the model is not above).
 Output: ``<out>/train_exec.json`` (config, per fold: loss curve, dev evaluations, per-source
-counts; the pooled summary, also printed). Measured: see README (execution labels).
-Cost: a few CPU
-minutes at the defaults. Not covered: distributed training, checkpoints (use recipes/pretrain_code.py
-for those once a ``data.`` setting for traces exists).
+counts; the pooled summary, also printed). Measured (2026-12-01, 5 folds over 32 stdlib modules, +1,640
+``pkg:`` training units, 150 steps x 8, dev-picked): pooled held-out 0.403 / 0.360 / 0.371 (seeds 0-2)
+vs 0.340 majority, 0.342 first-token lookup; the 95% interval over modules includes 0; stdlib alone 0.306.
+Cost: about 45-80 s per fold on 2 threads at those settings. Not covered: distributed training,
+checkpoints (use recipes/pretrain_code.py for those once a ``data.`` setting for traces exists).
 """
 
 from __future__ import annotations
