@@ -15,6 +15,8 @@ cosine, BM25 over the same tokens, ties):
                rank a whole language above the true target
 ``--layers``: the same per-language pools scored on the mean-pooled embedding output and every
 block (a diagnostic; the bar is the final layer). Chance MRR with N candidates is H_N / N.
+With several runs: the paired difference of the first run minus each other one, per pool and score,
+mean ± standard error over the same queries (per-query reciprocal ranks).
 Output: Markdown tables on stdout and ``<run>/retrieval.json``. Cost: 2 single-side forwards per
 pooled or reference pair per run (~9 k sides at pool 1000: well under a minute on one core).
 Not covered: runs whose model shape was changed outside the summary's overrides.
@@ -27,6 +29,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
@@ -70,9 +73,25 @@ def evaluate(run: Path, pool: int, seed: int, views: str | None = None, layers: 
     model = load_model(run, settings, vocab.size)
     max_side = R._tlm_config(settings).max_side
     out = retrieval(model, held, R._tlm_table(settings), vocab, "cpu", pool=pool, max_side=max_side, seed=seed,
-                    layers=layers)
+                    layers=layers, per_query=True)
     out.update(views=str(folder), overrides=s.get("overrides"), steps=s.get("steps"))
+    per = {lang: p.pop("rr") for lang, p in out["pools"].items()}
     (run / "retrieval.json").write_text(json.dumps(out, indent=2) + "\n")
+    return {**out, "per_query": per}
+
+
+def paired(a: dict, b: dict) -> dict:
+    """{pool: {score: (mean of a - b, its standard error, n)}} over the same queries (per-query
+    reciprocal ranks of two runs); pools whose queries differ (other pairs) are left out."""
+    out = {}
+    for lang, pa in a["per_query"].items():
+        pb = b["per_query"].get(lang)
+        if pb is None or pa["paths"] != pb["paths"]:
+            continue
+        out[lang] = {}
+        for score in ("raw", "centered"):
+            d = np.asarray(pa[score]) - np.asarray(pb[score])
+            out[lang][score] = (float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d))), len(d))
     return out
 
 
@@ -117,6 +136,11 @@ def main(argv: list[str]) -> int:
     rows = {str(r): evaluate(r, args.pool, args.seed, args.views, args.layers) for r in args.runs}
     print(tables(rows))
     print(f"\nchance MRR at {args.pool} candidates: {chance(args.pool):.4f}")
+    names = list(rows)
+    for other in names[1:]:  # paired differences: the first run minus each other one, same queries
+        for lang, scores in paired(rows[names[0]], rows[other]).items():
+            cells = ", ".join(f"{k} {m:+.4f} ± {se:.4f}" for k, (m, se, n) in scores.items())
+            print(f"{names[0]} - {other}, en-{lang} ({scores['raw'][2]} queries): {cells}")
     return 0
 
 

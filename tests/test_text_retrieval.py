@@ -94,8 +94,12 @@ def test_retrieval_on_a_real_model_layers_match_the_final_states(pair_views, sma
     assert len(p["layers_raw"]) == 3 and p["layers_raw"][-1] == p["raw"] and p["layers_centered"][-1] == p["centered"]
     assert p["chance"] == round(chance(60), 4) and p["bm25"] > 5 * chance(60)
     assert all(0 < v <= 1 for v in (p["raw"], p["centered"], out["mrr"], out["centered"]))
-    again = retrieval(model, pair_views, {"text": 1, "de": 2}, vocab, "cpu", pool=60, max_side=40, layers=True)
+    again = retrieval(model, pair_views, {"text": 1, "de": 2}, vocab, "cpu", pool=60, max_side=40, layers=True,
+                      per_query=True)
+    rr = again["pools"]["de"].pop("rr")
     assert again == out  # deterministic in (model, pairs, seed)
+    assert round(float(rr["raw"].mean()), 4) == p["raw"] and round(float(rr["centered"].mean()), 4) == p["centered"]
+    assert rr["paths"] == [pair_views[int(i)].path for i in _pools(pair_views, 60, seed=0)[1]["de"]]
     few = retrieval(model, pair_views[:60], {"text": 1, "de": 2}, vocab, "cpu", pool=60, max_side=40)
     assert few["centroids"] == "pool" and few["reference"] == 0
     assert retrieval(model, pair_views[:1], {"text": 1, "de": 2}, vocab, "cpu")["skipped"].startswith("1 held-out")

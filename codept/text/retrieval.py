@@ -154,10 +154,12 @@ def _scores(src: np.ndarray, tgt: np.ndarray, src_mean: np.ndarray | None, tgt_m
 
 
 def retrieval(model, pairs, table: dict[str, int], vocab, device, pool: int = 1000, max_side: int = 62,
-              seed: int = 0, layers: bool = False, lexical: bool = True) -> dict:
+              seed: int = 0, layers: bool = False, lexical: bool = True, per_query: bool = False) -> dict:
     """Module docstring. {'mrr', 'n', 'by_lang'} of the mixed pool (raw), 'centered' (mixed pool),
     'chance', 'pools': {lang: {'n', 'chance', 'raw', 'centered', 'bm25'}}, 'reference', 'centroids';
-    with ``layers``: per pool, 'layers_raw' / 'layers_centered' (embedding output, block 1, ...)."""
+    with ``layers``: per pool, 'layers_raw' / 'layers_centered' (embedding output, block 1, ...);
+    with ``per_query``: per pool, 'rr': {'raw', 'centered'} (pool,) reciprocal ranks as arrays, in the
+    pool's order (the same queries for every model on the same pairs and seed: paired comparisons)."""
     n = min(pool, len(pairs))
     if n < 2:
         return {"mrr": float("nan"), "n": n, "skipped": f"{len(pairs)} held-out pairs: need at least 2"}
@@ -203,9 +205,11 @@ def retrieval(model, pairs, table: dict[str, int], vocab, device, pool: int = 10
     for lang, idx in per.items():
         if len(idx) < 2:
             continue
+        raw, cen = rr(idx, final, False), rr(idx, final, True)
         entry = {"n": int(len(idx)), "chance": round(chance(len(idx)), 4),
-                 "raw": round(float(rr(idx, final, False).mean()), 4),
-                 "centered": round(float(rr(idx, final, True).mean()), 4)}
+                 "raw": round(float(raw.mean()), 4), "centered": round(float(cen.mean()), 4)}
+        if per_query:
+            entry["rr"] = {"raw": raw, "centered": cen, "paths": [pairs[int(i)].path for i in idx]}
         if lexical:
             q = [np.asarray(pairs[int(i)].src.input_ids)[:max_side] for i in idx]
             c = [np.asarray(pairs[int(i)].tgt.input_ids)[:max_side] for i in idx]
