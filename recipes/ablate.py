@@ -5,8 +5,8 @@ mixture (and optionally the starting point), then one probe table comparing them
                            [--init-from DIR] [--out runs/ablate] [key=value ...]
   python recipes/ablate.py --mixtures mlm:1 ar:1 unilm:1 glm:1 plm:1 electra:1 --steps 40 model.layers=2
                            (the MLM-vs-AR table of README "Regimes"; any registered objective works)
-  python recipes/ablate.py --mixtures code_doc:1 "code_doc:1 objective.code_doc.hard_negatives=true" \
-                           "code_doc:1 seed=1" --steps 100 model.layers=2 val.every=0
+  python recipes/ablate.py --steps 100 model.layers=2 val.every=0 --mixtures code_doc:1 \
+                           "code_doc:1 objective.code_doc.hard_negatives=true" "code_doc:1 seed=1"
 
 A run is a mixture optionally followed (in the same argument, space-separated) by key=value settings of
 that run only: an objective's setting (``objective.syntax_span.max_unit_tokens=32``), a second seed
@@ -49,7 +49,8 @@ def parse_run(spec: str) -> tuple[str, list[str]]:
     """``"MIXTURE [key=value ...]"`` -> (mixture, the run's own settings); refuses what the ablation sets."""
     mixture, *own = spec.split()
     if not mixture or "=" in mixture:
-        raise SystemExit(f"[ablate] run {spec!r}: must start with a mixture (objective:weight,...), then key=value settings")
+        raise SystemExit(f"[ablate] run {spec!r}: must start with a mixture (objective:weight,...), then key=value "
+                         "settings (settings of every run go before --mixtures, which takes the rest of the line)")
     for item in own:
         if "=" not in item or item.startswith(FIXED):
             raise SystemExit(f"[ablate] run {spec!r}: {item!r} must be key=value and not one of {FIXED}")
