@@ -31,7 +31,7 @@ def test_every_preset_configures(preset):
     settings, mixture = R.configure(preset, [])
     assert mixture and settings.run.seq_len == 128
     if preset == "tlm_cpu":
-        assert dict(mixture) == {"mlm@text": 1.0, "tlm@pairs": 1.0} and settings.sections["model"].n_langs == 4
+        assert dict(mixture) == {"mlm@text": 1.0, "tlm@pairs": 16.0} and settings.sections["model"].n_langs == 4
 
 
 @pytest.mark.parametrize("items, message", [
