@@ -18,7 +18,8 @@ mixture differs). A run whose ``summary.json`` exists is not repeated (delete th
 Output: OUT/ablation.md (MRR per probe: in-domain = held-out stdlib files, cross-project = networkx;
 BM25 and a random-init encoder as reference rows; final loss; held-out loss/accuracy per head) and
 OUT/ablation.json. Every run's settings are checked with the recipe's parser before the first launch.
-Cost: the sum of the runs (about 4-5 minutes each on 2 CPU cores at the default 200 steps).
+Cost: the sum of the runs (about 4-5 minutes each on 2 CPU cores at the default 200 steps; ~1 minute
+at 100 steps with model.layers=2, 2 for ar, whose head scores every token).
 Limits: one seed per mixture — differences of a few MRR points are within seed noise at this scale;
 the losses of different mixtures are not comparable (different targets).
 """

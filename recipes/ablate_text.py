@@ -29,7 +29,8 @@ same-topic kinds; SOP / same-document training transfers to coherence.
 A run whose ``summary.json`` exists is not repeated (delete its folder to redo it); every run's
 settings are checked with the recipe's parser before the first launch.
 Output: OUT/ablation.md, OUT/ablation.json. Cost: the sum of the runs (~4 minutes each at 400 steps on
-2 CPU cores; the doc probe adds 2 x ~300 forward passes of <= 64 tokens per run, seconds). Limits: one
+2 CPU cores; a regime run of 100 steps ~0.5-1 minute; the doc probe adds 2 x ~400 forward passes of
+<= 63 tokens per run, seconds). Limits: one
 seed per run; accuracies within ~2 standard errors are not distinguishable; the doc probe rewards
 what mean pooling keeps (largely the words of a document), not what a fine-tuned model would learn.
 """
