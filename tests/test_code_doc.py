@@ -538,13 +538,13 @@ THREE = ('def add(a, b):\n    """Add two numbers."""\n    return a + b\n\n\n'
 
 def test_every_documented_definition_per_read(small_tok):
     v = build_view("t.py", "python", THREE, small_tok)
-    out = build("code_doc", Vocab.from_tokenizer(small_tok))(v, np.random.default_rng(0))
+    out = build("code_doc", Vocab.from_tokenizer(small_tok), max_tokens=0)(v, np.random.default_rng(0))
     assert isinstance(out, list) and len(out) == 3
     docs = sorted(decode(small_tok, sides(e)[0]).rstrip('"') for e in out)  # a BPE token may hold '."""'
     assert docs == ["Add two numbers.", "Multiply the two numbers.", "Subtract one number from another."]
     keys = [k for e in out for k in e.scalars["pair"]]
     assert len(set(k // 2 for k in keys)) == 3  # three pair ids, each with both sides
-    two = build("code_doc", Vocab.from_tokenizer(small_tok), pairs=2)(v, np.random.default_rng(0))
+    two = build("code_doc", Vocab.from_tokenizer(small_tok), pairs=2, max_tokens=0)(v, np.random.default_rng(0))
     assert len(two) == 2
     with pytest.raises(ValueError, match="pairs=-1"):
         build("code_doc", Vocab.from_tokenizer(small_tok), pairs=-1)
@@ -563,7 +563,7 @@ def test_delivered_tokens_per_read_on_the_stdlib(small_tok):
 
 def test_hard_negatives_are_unmatched_parts_of_the_row(small_tok):
     v = build_view("t.py", "python", THREE, small_tok)
-    out = build("code_doc", Vocab.from_tokenizer(small_tok), hard_negatives=True)(v, np.random.default_rng(0))
+    out = build("code_doc", Vocab.from_tokenizer(small_tok), hard_negatives=True, max_tokens=0)(v, np.random.default_rng(0))
     docs = {decode(small_tok, e.input_ids[: e.part_bounds()[1]]) for e in out}
     for e in out:
         b = e.part_bounds()
@@ -635,8 +635,45 @@ def test_summaries_field_is_the_per_read_summary(small_tok):
         assert np.array_equal(back[i].summaries, v.summaries) and np.array_equal(old[i].summaries, v.summaries)
     # the objective reads the field: same doc sides as the per-read path (max_doc_tokens > SUMMARY_CAP)
     vocab = Vocab.from_tokenizer(small_tok)
-    fast, slow = build("code_doc", vocab), build("code_doc", vocab, max_doc_tokens=SUMMARY_CAP + 1)
+    fast = build("code_doc", vocab, max_tokens=0)
+    slow = build("code_doc", vocab, max_doc_tokens=SUMMARY_CAP + 1, max_tokens=0)
     for v in views[:10]:
         a, b = fast(v, np.random.default_rng(5)) or [], slow(v, np.random.default_rng(5)) or []
         assert [decode(small_tok, sides(e)[0]) for e in a] == [decode(small_tok, sides(e)[0][:32]) for e in b]
         assert [sides(e)[1].tolist() for e in a] == [sides(e)[1].tolist() for e in b]
+
+
+def _pairs_of(examples: list[Example]) -> list[tuple]:
+    """(pair key, side tokens) of every part of `examples`, in order."""
+    out = []
+    for e in examples:
+        b = e.part_bounds()
+        out += [(k, e.input_ids[b[i]: b[i + 1]].tobytes()) for i, k in enumerate(e.scalars["pair"])]
+    return out
+
+
+@pytest.mark.parametrize("hard_negatives,mlm_rate", [(False, 0.0), (True, 0.0), (False, 0.15)])
+def test_grouped_pairs_are_the_same_pairs_in_fewer_examples(small_tok, hard_negatives, mlm_rate):
+    """max_tokens groups consecutive pairs of a read into one multi-part Example: the same parts,
+    keys and labels in the same order as one Example per pair (same rng), every group within the
+    budget unless a single pair exceeds it, and packed rows keep every part its own segment."""
+    views = stdlib_views(small_tok, 80, 100)
+    vocab = Vocab.from_tokenizer(small_tok)
+    kw = dict(hard_negatives=hard_negatives, mlm_rate=mlm_rate)
+    grouped, single = build("code_doc", vocab, max_tokens=256, **kw), build("code_doc", vocab, max_tokens=0, **kw)
+    n_groups = n_pairs = 0
+    for i, v in enumerate(views):
+        g, s1 = grouped(v, np.random.default_rng(i)) or [], single(v, np.random.default_rng(i)) or []
+        assert _pairs_of(g) == _pairs_of(s1)
+        if mlm_rate and g:
+            assert np.array_equal(np.concatenate([e.labels["mlm"] for e in g]), np.concatenate([e.labels["mlm"] for e in s1]))
+        assert all(len(e) <= 256 or e.n_parts <= (4 if hard_negatives else 2) for e in g)
+        n_groups, n_pairs = n_groups + len(g), n_pairs + len(s1)
+    assert n_pairs >= (1.05 if hard_negatives else 1.5) * n_groups  # several pairs per Example (many files hold one or two)
+    e = grouped(views[0], np.random.default_rng(0))[0]
+    row = pack([e], 256, pad_id=0)[0]
+    assert row["segment_ids"].max() == e.n_parts and row["scalar.pair"].tolist() == e.scalars["pair"]
+    first = np.flatnonzero(np.diff(row["segment_ids"][: len(e)], prepend=0))
+    assert row["positions"][first].tolist() == [0] * e.n_parts  # positions restart in every part
+    with pytest.raises(ValueError, match="max_tokens=-1"):
+        build("code_doc", vocab, max_tokens=-1)

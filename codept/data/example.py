@@ -48,6 +48,8 @@ TOKEN_FIELDS = ("positions", "block_positions", "types", "langs", "order")  # op
 
 def _is_seq(v) -> bool:
     """A per-part scalar (list / tuple / 1-D array) rather than one int."""
+    if isinstance(v, (list, tuple)):  # np.ndim would copy the list into an array first
+        return not any(isinstance(x, (list, tuple, np.ndarray)) for x in v)
     return not isinstance(v, (int, np.integer)) and np.ndim(v) == 1
 
 
@@ -95,7 +97,8 @@ class Example:
         p = self.parts
         if p.shape != (t,):
             raise ValueError(f"parts has shape {p.shape}, input_ids has {t} tokens")
-        if t and (p[0] != 0 or not np.all((np.diff(p) == 0) | (np.diff(p) == 1))):
+        d = p[1:] - p[:-1]
+        if t and (p[0] != 0 or ((d < 0) | (d > 1)).any()):
             raise ValueError("parts must start at 0 and step by 0 or 1 (non-decreasing, no empty part), "
                              f"got {p[:8].tolist()}...")
         for name, ptr in self.pointers.items():

@@ -3,12 +3,16 @@
 1. Candidates: the view's definitions (CodeView.functions) of the configured kinds (functions and
    methods by default) that have a doc and keep at least one token of code once the doc is removed.
    None when there is no candidate (the stream drops None: codept.data.stream.PackedStream).
-2. ``pairs=0`` (default): every candidate whose doc gives a doc side (below), in a random order,
-   one Example each, returned as a list (the stream packs them like separate documents): one read
-   of a file feeds all its documented definitions (a file used to give one pair per read: 23 k
-   delivered tokens/s for 2 M read). ``pairs=n``: at most n of them. ``pairs=1``: one Example, the
-   single-pair path: pick one uniformly; for "summary", if its doc gives no summary, the next of
-   the others in a random order that does.
+2. ``pairs=0`` (default): every candidate whose doc gives a doc side (below), in a random order;
+   one read of a file feeds all its documented definitions (a file used to give one pair per read:
+   23 k delivered tokens/s for 2 M read). ``pairs=n``: at most n of them. ``pairs=1``: one pair,
+   the single-pair path: pick one uniformly; for "summary", if its doc gives no summary, the next of
+   the others in a random order that does. Consecutive pairs are grouped into one multi-part
+   Example of at most ``max_tokens`` tokens (a longer pair alone), returned as a list: every side
+   stays its own part (its own segment of the row, positions from 0, its own pair key), so the
+   model sees each pair exactly as when it was an Example of its own; only the row layout changes
+   (a group is packed whole, pairs of one file share a row). Why: the per-Example validation and
+   packing dominated a ~76-token pair. ``max_tokens=0``: one Example per pair.
 3. Part 0 = the doc side, cut to its first ``max_doc_tokens``. ``doc="summary"`` (default): the
    doc's tokens that overlap its first sentence (codept.structure.summary.summary_tokens, computed
    once when the view is built: the view's ``summaries`` field, read here as an index slice; per
@@ -24,8 +28,8 @@
    the definition's tokens without the doc's tokens (Python: the
    docstring inside the body; brace languages: the doc precedes the definition, nothing to remove),
    cut to its first ``max_code_tokens``. A BPE token straddling the doc's edge belongs to the doc.
-4. One multi-part Example (codept.data.example ``parts``): packing keeps both parts in one row as
-   two segments that cannot attend to each other; prefix all True (bidirectional). Scalar ``pair``
+4. A pair is two parts of a multi-part Example (codept.data.example ``parts``): packing keeps them
+   in one row as two segments that cannot attend to each other; prefix all True (bidirectional). Scalar ``pair``
    = [2 * pid, 2 * pid + 1] with pid a random 62-bit id (side 0 = doc, side 1 = code), the key
    codept.model.heads.ContrastiveHead matches; two pairs of one batch share a pid with probability
    ~ n^2 / 2^63.
@@ -37,7 +41,7 @@
 6. Optional MLM on the code part (``mlm_rate`` > 0: select.random_tokens + render.bert_80_10_10,
    labels ``mlm``, IGNORE on the doc part). Off by default: no ``mlm`` labels at all.
 Cost: O(F + the kept tokens) NumPy slicing per document, no string work (with the field; a
-regex pass per doc otherwise); the per-pair Example and packing dominate (benchmarks/bench_code_objectives.py).
+regex pass per doc otherwise), one Example per group (benchmarks/bench_code_objectives.py).
 Not covered: the whitespace the removed docstring leaves behind (an empty line stays in the code);
 negatives beyond the micro-step of all ranks (the head's limit); the summary's limits
 (codept.structure.summary). "summary" against "raw" was measured (single process, 16 rows of 256, 200 steps,
@@ -72,6 +76,8 @@ class Config:
     kinds: tuple[str, ...] = ("function", "method")  # DEFINITION_KINDS eligible ("class" too if wanted)
     pairs: int = 0  # pairs per read of a file: 0 = every eligible definition (a list); 1 = one pair
     hard_negatives: bool = False  # add another definition's doc and this code with another's name
+    max_tokens: int = 256  # pairs of one read grouped into Examples of at most this many tokens; 0 = one per pair
+    whole_in_row = True  # a group is packed whole: the recipe refuses max_tokens > seq_len
 
     def __post_init__(self):
         if self.max_doc_tokens < 1 or self.max_code_tokens < 1:
@@ -81,6 +87,8 @@ class Config:
             raise ValueError(f"code_doc doc={self.doc!r}: expected one of {DOC_MODES}")
         if not 0.0 <= self.mlm_rate <= 1.0:
             raise ValueError(f"mlm_rate={self.mlm_rate} must be in [0, 1]")
+        if self.max_tokens < 0:
+            raise ValueError(f"code_doc max_tokens={self.max_tokens}: must be >= 0 (0 = one Example per pair)")
         if self.pairs < 0:
             raise ValueError(f"code_doc pairs={self.pairs}: must be >= 0 (0 = every documented definition)")
         unknown = [k for k in self.kinds if k not in DEFINITION_KINDS]
@@ -100,6 +108,44 @@ def candidates(functions: np.ndarray, kind_ids: np.ndarray) -> np.ndarray:
     return np.flatnonzero(ok)
 
 
+@dataclass
+class _Unit:
+    """One pair before it becomes (part of) an Example: its sides (doc, code[, negative doc, negative
+    code]), their pair keys, and the MLM labels of those sides (None without MLM)."""
+
+    sides: list
+    keys: list
+    mlm: list | None
+
+    def __len__(self) -> int:
+        return sum(len(x) for x in self.sides)
+
+
+def _groups(units: list[_Unit], max_tokens: int) -> list[list[_Unit]]:
+    """Consecutive units in groups of at most `max_tokens` tokens (a longer unit alone); 0 = one each."""
+    if max_tokens == 0:
+        return [[u] for u in units]
+    out, cur, n = [], [], 0
+    for u in units:
+        if cur and n + len(u) > max_tokens:
+            out.append(cur)
+            cur, n = [], 0
+        cur.append(u)
+        n += len(u)
+    return out + [cur] if cur else out
+
+
+def _as_example(group: list[_Unit]) -> Example:
+    """One multi-part Example of the group's pairs: every side its own part, its key its scalar."""
+    sides = [x for u in group for x in u.sides]
+    lens = [len(x) for x in sides]
+    n = sum(lens)
+    labels = {"mlm": np.concatenate([x for u in group for x in u.mlm])} if group[0].mlm else {}
+    return Example(np.concatenate(sides).astype(np.int32, copy=False), np.ones(n, dtype=bool), labels=labels,
+                   scalars={"pair": [k for u in group for k in u.keys]},
+                   parts=np.repeat(np.arange(len(sides), dtype=np.int32), lens))
+
+
 def build(vocab: render.Vocab, cfg: Config = Config()):
     kind_ids = np.array([DEFINITION_KINDS.index(k) for k in cfg.kinds], dtype=np.int64)
     from_view = cfg.doc == "summary" and cfg.max_doc_tokens <= SUMMARY_CAP  # the view's summaries field serves
@@ -117,13 +163,13 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         if not rows:
             return None
         pids = rng.integers(0, 2**PID_BITS, size=len(rows), dtype=np.int64).tolist()
-        out = []
+        units = []
         for row, pid in zip(rows, pids):
-            ex = _example(view, funcs, row, docs[row], pid, rng)
+            u = _pair(view, funcs, row, docs[row], pid, rng)
             if cfg.hard_negatives:
-                ex = _with_negatives(view, funcs, row, ex, docs, rng)
-            out.append(ex)
-        return out
+                u = _with_negatives(view, funcs, row, u, docs, rng)
+            units.append(u)
+        return [_as_example(g) for g in _groups(units, cfg.max_tokens)]
 
     def _one_pair(view, funcs, cand, rng) -> Example | None:
         """The single-pair path (``pairs=1``): one definition drawn uniformly, falling back to the
@@ -138,7 +184,7 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         for row in rows():  # the first definition whose doc has a summary
             doc = _doc_side(view, funcs, row)
             if len(doc):
-                return _example(view, funcs, row, doc, pid, rng)
+                return _as_example([_pair(view, funcs, row, doc, pid, rng)])
         return None  # no doc with a word: no pair (the stream drops None)
 
     def _doc_sides(view, funcs, rows: np.ndarray) -> dict:
@@ -154,7 +200,7 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
 
     def _doc_side(view, funcs, row: int) -> np.ndarray:
         ids = np.asarray(view.input_ids)
-        _, s, e, ns, ne, ds, de = (int(x) for x in funcs[row])
+        _, s, e, ns, ne, ds, de = funcs[row].tolist()
         if cfg.doc != "summary":
             return ids[ds:de][: cfg.max_doc_tokens]
         if from_view:
@@ -167,7 +213,7 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
     def _code_side(view, funcs, row: int, name_ids: np.ndarray | None = None) -> np.ndarray:
         """The definition's tokens without its doc's, cut; `name_ids` replace its name's tokens."""
         ids = np.asarray(view.input_ids)
-        _, s, e, ns, ne, ds, de = (int(x) for x in funcs[row])
+        _, s, e, ns, ne, ds, de = funcs[row].tolist()
         a, b = max(ds, s), min(de, e)  # the doc's tokens inside the definition (Python), else empty
         if name_ids is None:  # the pair's own code side: two slices, only the kept tokens read
             m = cfg.max_code_tokens
@@ -183,38 +229,30 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
             keep = np.concatenate([keep[: ns - s], np.ones(len(name_ids), bool), keep[ne - s:]])
         return toks[keep][: cfg.max_code_tokens]
 
-    def _example(view, funcs, row: int, doc: np.ndarray, pid: int, rng) -> Example:
+    def _pair(view, funcs, row: int, doc: np.ndarray, pid: int, rng) -> _Unit:
         code = _code_side(view, funcs, row)
-        labels = {}
+        mlm = None
         if cfg.mlm_rate > 0:
             chosen = select.random_tokens(vocab.candidates(code), cfg.mlm_rate, rng)
             code, lab = render.bert_80_10_10(code, render.tokens_as_units(chosen), vocab, rng)
-            labels["mlm"] = np.concatenate([np.full(len(doc), IGNORE, dtype=np.int32), lab])
-        n = len(doc) + len(code)
-        parts = np.zeros(n, dtype=np.int32)
-        parts[len(doc):] = 1
-        return Example(np.concatenate([doc, code]).astype(np.int32, copy=False), np.ones(n, dtype=bool),
-                       labels=labels, scalars={"pair": [2 * pid, 2 * pid + 1]}, parts=parts)
+            mlm = [np.full(len(doc), IGNORE, dtype=np.int32), lab]
+        return _Unit([doc, code], [2 * pid, 2 * pid + 1], mlm)
 
-    def _with_negatives(view, funcs, row: int, ex: Example, docs: dict, rng) -> Example:
-        """`ex` plus up to two unmatched parts in its row (fresh pair ids, so the contrastive head
+    def _with_negatives(view, funcs, row: int, u: _Unit, docs: dict, rng) -> _Unit:
+        """`u` plus up to two unmatched parts in its row (fresh pair ids, so the contrastive head
         scores them as candidates of every pair and matches them to none): another definition's doc
         of the same file (a doc-side candidate), and this definition's code with the name of another
         definition of the file (a code-side candidate)."""
         others = [r for r in docs if r != row]
         if not others:
-            return ex
+            return u
         other = others[int(rng.integers(len(others)))]
         ids = np.asarray(view.input_ids)
-        _, _, _, ns, ne, _, _ = (int(x) for x in funcs[other])
+        _, _, _, ns, ne, _, _ = funcs[other].tolist()
         neg_doc = docs[other]
         neg_code = _code_side(view, funcs, row, ids[ns:ne])
-        if cfg.mlm_rate > 0:  # the negatives carry no MLM labels
-            ex.labels["mlm"] = np.concatenate([ex.labels["mlm"], np.full(len(neg_doc) + len(neg_code), IGNORE, np.int32)])
+        mlm = u.mlm and [*u.mlm, np.full(len(neg_doc) + len(neg_code), IGNORE, np.int32)]  # negatives: no MLM labels
         q, r = (int(x) for x in rng.integers(0, 2**PID_BITS, size=2, dtype=np.int64))
-        n = len(ex) + len(neg_doc) + len(neg_code)
-        parts = np.concatenate([ex.parts, np.full(len(neg_doc), 2, np.int32), np.full(len(neg_code), 3, np.int32)])
-        return Example(np.concatenate([ex.input_ids, neg_doc, neg_code]).astype(np.int32), np.ones(n, dtype=bool),
-                       labels=ex.labels, scalars={"pair": [*ex.scalars["pair"], 2 * q, 2 * r + 1]}, parts=parts)
+        return _Unit([*u.sides, neg_doc, neg_code], [*u.keys, 2 * q, 2 * r + 1], mlm)
 
     return code_doc
