@@ -227,6 +227,20 @@ def test_configure_routes_objective_settings_and_loss_weights():
     assert s.loss == {"contrastive": 0.25} and s.sections["val"].every == 7
 
 
+def test_code_doc_group_budget_fits_the_row():
+    """code_doc's max_tokens (pairs grouped per Example, packed whole) defaults to 256 and shrinks to a
+    shorter row; a given value above seq_len is refused (packing would cut a group's parts off)."""
+    from codept.train.config import ConfigError
+
+    R = _recipe_module()
+    s, _ = R.configure("debug_cpu", ["seq_len=128"])
+    assert s.objectives == {"code_doc": {"max_tokens": 128}}
+    s, _ = R.configure("debug_cpu", [])
+    assert s.objectives == {}  # 256 fits the 256-token rows: the objective's own default
+    with pytest.raises(ConfigError, match=r"objective.code_doc.max_tokens=300 > seq_len=256"):
+        R.configure("debug_cpu", ["objective.code_doc.max_tokens=300"])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("item", ["probe.every=true", "data.mixture=mlm:0"])
 def test_bad_setting_exits_2_fast_with_one_message_and_no_traceback(tmp_path, item):

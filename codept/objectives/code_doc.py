@@ -12,7 +12,8 @@
    stays its own part (its own segment of the row, positions from 0, its own pair key), so the
    model sees each pair exactly as when it was an Example of its own; only the row layout changes
    (a group is packed whole, pairs of one file share a row). Why: the per-Example validation and
-   packing dominated a ~76-token pair. ``max_tokens=0``: one Example per pair.
+   packing dominated a ~76-token pair. ``max_tokens=0``: one Example per pair; the recipes lower the
+   default to seq_len for shorter rows and refuse a given max_tokens > seq_len.
 3. Part 0 = the doc side, cut to its first ``max_doc_tokens``. ``doc="summary"`` (default): the
    doc's tokens that overlap its first sentence (codept.structure.summary.summary_tokens, computed
    once when the view is built: the view's ``summaries`` field, read here as an index slice; per
@@ -55,6 +56,7 @@ seq_len >= max_doc_tokens + max_code_tokens or the code side is truncated (codep
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -77,7 +79,8 @@ class Config:
     pairs: int = 0  # pairs per read of a file: 0 = every eligible definition (a list); 1 = one pair
     hard_negatives: bool = False  # add another definition's doc and this code with another's name
     max_tokens: int = 256  # pairs of one read grouped into Examples of at most this many tokens; 0 = one per pair
-    whole_in_row = True  # a group is packed whole: the recipe refuses max_tokens > seq_len
+    whole_in_row: ClassVar[bool] = True  # a group is packed whole: recipes check max_tokens <= seq_len
+    shrinks_to_row: ClassVar[bool] = True  # unless given, recipes lower max_tokens to seq_len
 
     def __post_init__(self):
         if self.max_doc_tokens < 1 or self.max_code_tokens < 1:

@@ -146,8 +146,11 @@ def configure(items: list[str], run: RunConfig, sections: dict,
     for name in names:  # GLM / PLM examples are whole (part B needs part A; an order needs its start)
         cfg = objectives[name]
         if getattr(cfg, "whole_in_row", False):
-            n = s.objectives.get(name, {}).get("max_tokens", cfg().max_tokens)
-            if n > s.run.seq_len:
+            given = s.objectives.get(name, {})
+            n = given.get("max_tokens", cfg().max_tokens)
+            if n > s.run.seq_len and "max_tokens" not in given and getattr(cfg, "shrinks_to_row", False):
+                s.objectives.setdefault(name, {})["max_tokens"] = s.run.seq_len  # a budget, not a shape: fit the row
+            elif n > s.run.seq_len:
                 raise ConfigError(f"objective.{name}.max_tokens={n} > seq_len={s.run.seq_len}: packing would split "
                                   f"its examples; set objective.{name}.max_tokens<={s.run.seq_len}")
     extra = sorted(set(s.objectives) - set(names))
