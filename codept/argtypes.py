@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from codept.data.jobs import replaceable
+
 
 def existing_file(value: str) -> Path:
     p = Path(value)
@@ -49,9 +51,10 @@ def out_folder(value: str) -> Path:
 
 def replaceable_folder(value: str) -> Path:
     """An output folder that a job replaces whole (``codept prepare``, ``prepare-text``): absent, empty,
-    or an earlier codept output (it holds ``DONE``); never a folder of the user's own files."""
+    or an earlier codept output (it holds ``DONE``, or the job mark of a build that was killed); never a
+    folder of the user's own files (:func:`codept.data.jobs.fresh_folder` refuses them too)."""
     p = out_folder(value)
-    if p.is_dir() and not (p / "DONE").is_file():
+    if p.is_dir() and not replaceable(p):
         entries = sorted(e.name for e in p.iterdir())
         if entries:
             raise argparse.ArgumentTypeError(

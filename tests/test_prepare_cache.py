@@ -206,3 +206,30 @@ def test_cli_takes_worker_memory(tmp_path):
 
     args = build_parser().parse_args(["prepare", str(tmp_path), "--worker-memory", str(300 << 20)])
     assert args.worker_memory == 300 << 20
+
+
+def test_library_prepare_never_replaces_a_folder_of_user_files(tmp_path, tok_dir):
+    """Was: prepare(out=DIR) removed whatever DIR held (only the CLI checked). A killed build (job mark,
+    no DONE) is codept's own and is replaced; the same rule holds for prepare_text."""
+    from codept.data.jobs import JOB_MARK, ForeignFolder
+    from codept.text.prepare import prepare_text
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.py").write_text("x = 1\n")
+    (src / "notes.txt").write_text("Some notes. Two sentences.\n")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("keep me\n")
+    with pytest.raises(ForeignFolder, match=r"mine: a folder with other files \(thesis.tex, \.\.\.\) and no DONE"):
+        prepare([str(src)], out=mine, tokenizer_dir=tok_dir, cfg=PrepareConfig(workers=1), progress=False)
+    with pytest.raises(ForeignFolder, match="thesis.tex"):
+        prepare_text([str(src / "notes.txt")], out=mine, tokenizer_dir=tok_dir, progress=False)
+    assert (mine / "thesis.tex").read_text() == "keep me\n" and sorted(p.name for p in mine.iterdir()) == ["thesis.tex"]
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    (killed / JOB_MARK).write_text("")
+    (killed / "manifest.jsonl").write_text("half\n")
+    s = prepare([str(src)], out=killed, tokenizer_dir=tok_dir, cfg=PrepareConfig(workers=1), progress=False)
+    assert s["viewed"] == 1 and (killed / "DONE").is_file() and (killed / JOB_MARK).is_file()
+    assert len(manifest(killed)) == s["inputs"] == 2  # the half-written manifest is gone

@@ -166,12 +166,37 @@ def read_summary(out: Path) -> dict:
     return json.loads((Path(out) / "summary.json").read_text())
 
 
-def fresh_folder(out: Path) -> Path:
-    """An empty folder at ``out`` (whatever was there is removed: it was not complete, or forced)."""
+JOB_MARK = ".codept-job"  # written first into every folder a job creates: "codept may replace this"
+
+
+class ForeignFolder(ValueError):
+    """An output folder that holds files codept did not write: never removed."""
+
+
+def replaceable(out: Path) -> bool:
+    """``out`` may be replaced whole: absent, an empty folder, or a folder a codept job made (it holds
+    ``DONE`` or :data:`JOB_MARK`, also when that job was killed before it finished)."""
     out = Path(out)
-    if out.exists() or out.is_symlink():
-        shutil.rmtree(out) if out.is_dir() and not out.is_symlink() else out.unlink()
+    if not out.exists() and not out.is_symlink():
+        return True
+    if out.is_symlink() or not out.is_dir():
+        return False
+    return (out / "DONE").is_file() or (out / JOB_MARK).is_file() or not any(out.iterdir())
+
+
+def fresh_folder(out: Path) -> Path:
+    """An empty folder at ``out``, marked as a job's (whatever codept left there is removed: it was not
+    complete, or forced). Raises :class:`ForeignFolder` for a file, a link or a folder of other files."""
+    out = Path(out)
+    if not replaceable(out):
+        entries = sorted(e.name for e in out.iterdir())[:3] if out.is_dir() and not out.is_symlink() else []
+        what = f"a folder with other files ({', '.join(entries)}, ...)" if entries else "a file or a link"
+        raise ForeignFolder(f"{out}: {what} and no DONE or {JOB_MARK}; an output folder is replaced whole, so it "
+                            "must be new, empty or an earlier codept output")
+    if out.exists():
+        shutil.rmtree(out)
     out.mkdir(parents=True)
+    (out / JOB_MARK).write_text("made by a codept job; codept replaces this folder whole\n")
     return out
 
 

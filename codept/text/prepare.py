@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import sys
 import time
 from collections import Counter
@@ -31,7 +30,7 @@ from pathlib import Path
 
 from codept import __version__
 from codept.data.redact import redact
-from codept.data.jobs import NothingToPrepare, ShardWriter, key_bytes
+from codept.data.jobs import NothingToPrepare, ShardWriter, fresh_folder, key_bytes
 from codept.data.jobs import progress as progress_bar
 from codept.text.build import build_doc
 from codept.text.readers import PairDoc, Skip, TextDoc, discover, read_file
@@ -128,10 +127,9 @@ def prepare_text(sources: list[str], out: Path | None = None, tokenizer_dir: Pat
         old = json.loads((out / "summary.json").read_text())
         if old.get("cache_key") == key:
             return {**old, "cached": True}
-    if out.exists():
-        shutil.rmtree(out)
+    fresh_folder(out)
     for sub in ("text", "pairs"):
-        (out / sub).mkdir(parents=True)
+        (out / sub).mkdir()
     writers = {"text": ShardWriter(out / "text", TEXT_ARROW_SCHEMA), "pairs": ShardWriter(out / "pairs", PAIR_ARROW_SCHEMA)}
     from codept.parallel import isolated_map
 
