@@ -223,20 +223,24 @@ def test_configure_routes_objective_settings_and_loss_weights():
     s, mixture = R.configure("debug_cpu", ["data.mixture=mlm:2,code_doc:1", "objective.mlm.rate=0.3",
                                            "objective.code_doc.mlm_rate=0.1", "loss.contrastive=0.25", "val.every=7"])
     assert mixture == [("mlm", 2.0), ("code_doc", 1.0)]
-    assert s.objectives == {"mlm": {"rate": 0.3}, "code_doc": {"mlm_rate": 0.1}}
+    assert s.objectives == {"mlm": {"rate": 0.3}, "code_doc": {"mlm_rate": 0.1, "max_tokens": 128}}  # + half the row
     assert s.loss == {"contrastive": 0.25} and s.sections["val"].every == 7
 
 
 def test_code_doc_group_budget_fits_the_row():
-    """code_doc's max_tokens (pairs grouped per Example, packed whole) defaults to 256 and shrinks to a
-    shorter row; a given value above seq_len is refused (packing would cut a group's parts off)."""
+    """code_doc's max_tokens (pairs grouped per Example, packed whole) defaults to 256 and shrinks to
+    half a shorter row; a given value above seq_len is refused (packing would cut a group's parts off)."""
     from codept.train.config import ConfigError
 
     R = _recipe_module()
     s, _ = R.configure("debug_cpu", ["seq_len=128"])
-    assert s.objectives == {"code_doc": {"max_tokens": 128}}
+    assert s.objectives == {"code_doc": {"max_tokens": 64}}
     s, _ = R.configure("debug_cpu", [])
-    assert s.objectives == {}  # 256 fits the 256-token rows: the objective's own default
+    assert s.objectives == {"code_doc": {"max_tokens": 128}}
+    s, _ = R.configure("small_1xh200", [])
+    assert s.objectives == {}  # half of 512: the objective's own default
+    s, _ = R.configure("debug_cpu", ["objective.code_doc.max_tokens=256"])
+    assert s.objectives == {"code_doc": {"max_tokens": 256}}  # given: kept (it fits the row)
     with pytest.raises(ConfigError, match=r"objective.code_doc.max_tokens=300 > seq_len=256"):
         R.configure("debug_cpu", ["objective.code_doc.max_tokens=300"])
 

@@ -148,8 +148,9 @@ def configure(items: list[str], run: RunConfig, sections: dict,
         if getattr(cfg, "whole_in_row", False):
             given = s.objectives.get(name, {})
             n = given.get("max_tokens", cfg().max_tokens)
-            if n > s.run.seq_len and "max_tokens" not in given and getattr(cfg, "shrinks_to_row", False):
-                s.objectives.setdefault(name, {})["max_tokens"] = s.run.seq_len  # a budget, not a shape: fit the row
+            share = getattr(cfg, "default_row_share", 0.0)  # a budget, not a shape: fit a share of the row
+            if share and "max_tokens" not in given and n > int(share * s.run.seq_len):
+                s.objectives.setdefault(name, {})["max_tokens"] = int(share * s.run.seq_len)
             elif n > s.run.seq_len:
                 raise ConfigError(f"objective.{name}.max_tokens={n} > seq_len={s.run.seq_len}: packing would split "
                                   f"its examples; set objective.{name}.max_tokens<={s.run.seq_len}")
