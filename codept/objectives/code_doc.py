@@ -33,9 +33,9 @@
    cut to its first ``max_code_tokens``. A BPE token straddling the doc's edge belongs to the doc.
 4. A pair is two parts of a multi-part Example (codept.data.example ``parts``): packing keeps them
    in one row as two segments that cannot attend to each other; prefix all True (bidirectional).
-   Scalar ``pair`` = [2 * pid, 2 * pid + 1] with pid a random 62-bit id (side 0 = doc, side 1 = code), the key
-   codept.model.heads.ContrastiveHead matches; two pairs of one batch share a pid with probability
-   ~ n^2 / 2^63.
+   Scalar ``pair`` = [2 * pid, 2 * pid + 1] with pid a random 62-bit id (side 0 = doc, side 1 =
+   code), the key codept.model.heads.ContrastiveHead matches; two pairs of one batch share a pid
+   with probability ~ n^2 / 2^63.
 5. ``hard_negatives``: each pair's row also holds two unmatched parts with fresh pair ids (so the
    contrastive head scores them as candidates and matches them to nothing): the doc side of
    another definition of the same file, and this definition's code side with that definition's
