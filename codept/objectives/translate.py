@@ -83,8 +83,8 @@ def doc_code_pairs(views, tokenizer, max_doc_tokens: int = 32, max_code_tokens: 
     from codept.objectives import code_doc
     from codept.objectives.render import Vocab
 
-    obj = code_doc.build(Vocab.from_tokenizer(tokenizer), code_doc.Config(max_doc_tokens=max_doc_tokens,
-                                                                          max_code_tokens=max_code_tokens))
+    obj = code_doc.build(Vocab.from_tokenizer(tokenizer), code_doc.Config(
+        max_doc_tokens=max_doc_tokens, max_code_tokens=max_code_tokens, max_tokens=0))  # one Example per pair
     out = []
     for v in views:
         for j, ex in enumerate(obj(v, np.random.default_rng(0)) or []):
