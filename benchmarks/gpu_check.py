@@ -134,6 +134,25 @@ def regime_flops(net, batches, seq: int) -> float:
     return total
 
 
+def bf16_step(net, fwd, opt, losses: list, loss_of):
+    """One plain-loop step on a batch: bf16 autocast forward, ``loss_of(outputs)``, backward, clip at
+    1.0, the optimizer; the loss is kept (detached) in `losses`."""
+    import torch
+
+    def step(b):
+        b = to_dev(b)
+        with torch.autocast(DEV, dtype=torch.bfloat16):
+            out = fwd(b)
+        loss = loss_of(out)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.detach())
+
+    return step
+
+
 def regime_plain(batches, regime: str, attention: str, compile_: bool, seq: int, peak: float, warmup: int) -> dict:
     """The plain bf16 loop (fused AdamW, optionally torch.compile) on one regime's rows."""
     import torch
@@ -147,16 +166,8 @@ def regime_plain(batches, regime: str, attention: str, compile_: bool, seq: int,
     fwd = torch.compile(net) if compile_ else net
     losses = []
 
-    def step(b):
-        b = to_dev(b)
-        with torch.autocast(DEV, dtype=torch.bfloat16):
-            out = fwd(b)
-        loss = sum(weights.get(h, 1.0) * s / n.clamp(min=1) for h, (s, n) in out.items())
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(loss.detach())
+    step = bf16_step(net, fwd, opt, losses,
+                     lambda out: sum(weights.get(h, 1.0) * s / n.clamp(min=1) for h, (s, n) in out.items()))
 
     dt = timed_loop(step, batches, warmup)
     fl = regime_flops(net, batches[warmup:], seq)
@@ -303,16 +314,7 @@ def plain(batches, attention: str, compile_: bool, seq: int, peak: float, warmup
     fwd = torch.compile(net) if compile_ else net
     losses = []
 
-    def step(b):
-        b = to_dev(b)
-        with torch.autocast(DEV, dtype=torch.bfloat16):
-            s, n = fwd(b)["mlm"]
-        loss = s / n.clamp(min=1)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(loss.detach())
+    step = bf16_step(net, fwd, opt, losses, lambda out: out["mlm"][0] / out["mlm"][1].clamp(min=1))
 
     dt = timed_loop(step, batches, warmup)
     fl = flops_of(m, batches[warmup:], seq)

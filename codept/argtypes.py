@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from codept.data.jobs import replaceable
+from codept.data.jobs import foreign_folder
 
 
 def existing_file(value: str) -> Path:
@@ -54,13 +54,9 @@ def replaceable_folder(value: str) -> Path:
     or an earlier codept output (it holds ``DONE``, or the job mark of a build that was killed); never a
     folder of the user's own files (:func:`codept.data.jobs.fresh_folder` refuses them too)."""
     p = out_folder(value)
-    if p.is_dir() and not replaceable(p):
-        entries = sorted(e.name for e in p.iterdir())
-        if entries:
-            raise argparse.ArgumentTypeError(
-                f"{value}: a folder with other files ({', '.join(entries[:3])}{', ...' if len(entries) > 3 else ''}) "
-                "and no DONE; this output folder is replaced whole, so it must be new, empty or an earlier "
-                "codept output")
+    why = foreign_folder(p) if p.is_dir() else None
+    if why:
+        raise argparse.ArgumentTypeError(why)
     return p
 
 
@@ -78,21 +74,22 @@ def int_at_least(lo: int):
     return parse
 
 
-def positive_float(value: str) -> float:
+def _number(value: str) -> float:
     try:
-        x = float(value)
+        return float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+
+
+def positive_float(value: str) -> float:
+    x = _number(value)
     if not x > 0:
         raise argparse.ArgumentTypeError(f"{value} must be > 0")
     return x
 
 
 def jaccard(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    x = _number(value)
     if not 0 <= x < 1:
         raise argparse.ArgumentTypeError(f"{value} must be in [0, 1) (0 = off)")
     return x

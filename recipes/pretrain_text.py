@@ -274,7 +274,7 @@ def main(argv: list[str]) -> int:
                     help="a transformers BERT/RoBERTa folder to continue pretraining from (with its tokenizer)")
     ap.add_argument("overrides", nargs="*", help="key=value (RunConfig), model./data./val.key=value, "
                     "objective.<name>.<field>=value, loss.<head>=weight")
-    args = ap.parse_args(argv)
+    args = ap.parse_intermixed_args(argv)  # key=value items may come before and after --preset
     settings, mixture = configure(args.preset, args.overrides)  # every setting checked before any work
     run, model_cfg, data, vcfg = (settings.run, settings.sections["model"], settings.sections["data"],
                                   settings.sections["val"])

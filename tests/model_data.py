@@ -31,3 +31,19 @@ def real_examples(tok, n: int = 7, seed: int = 0) -> list[Example]:
         out.append(Example(ids, prefix, labels={"mlm": mlm, "lm": lm}, pointers={"edge": np.stack([src, dst], 1)},
                            scalars={"sop": int(rng.integers(0, 2)), "pair": i}))
     return out
+
+
+def write_run(run, model, tok_dir, tag: str = "step00000004"):
+    """A checkpoint folder of `model` laid out as codept.train.checkpoint + DeepSpeed (ZeRO 0-2) write
+    it: ``run/latest`` -> ``tag`` with ``rank0.pt`` (client state) and the model states; returns `run`."""
+    import dataclasses
+
+    import torch
+
+    (run / tag).mkdir(parents=True)
+    torch.save({"client_state": {"model": dataclasses.asdict(model.config), "tokenizer": str(tok_dir)}},
+               run / tag / "rank0.pt")
+    torch.save({"module": {f"model.{k}": v for k, v in model.state_dict().items()}},
+               run / tag / "mp_rank_00_model_states.pt")
+    (run / "latest").write_text(tag)
+    return run

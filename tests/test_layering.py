@@ -3,16 +3,14 @@ site is codept/train/engine.py, needed only to train or to gather ZeRO-3 partiti
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 import sys
 
-import torch
-
 from codept import tokenizer as ctok
 from codept.data.sources import stdlib_root
 from codept.model import transformer as T
+from model_data import write_run
 
 PROBE_AND_EXPORT = """
 import sys
@@ -34,15 +32,7 @@ def _run_folder(tmp_path):
     """A checkpoint laid out as codept.train.checkpoint + DeepSpeed (ZeRO 0-2) write it."""
     tok_dir = tmp_path / "tok"
     ctok.train_tokenizer(sorted(stdlib_root().glob("json/*.py")), tok_dir, vocab_size=600)
-    model = T.Transformer(T.tiny(vocab_size=600))
-    run, tag = tmp_path / "run", "step00000004"
-    (run / tag).mkdir(parents=True)
-    torch.save({"client_state": {"model": dataclasses.asdict(model.config), "tokenizer": str(tok_dir)}},
-               run / tag / "rank0.pt")
-    torch.save({"module": {f"model.{k}": v for k, v in model.state_dict().items()}},
-               run / tag / "mp_rank_00_model_states.pt")
-    (run / "latest").write_text(tag)
-    return run
+    return write_run(tmp_path / "run", T.Transformer(T.tiny(vocab_size=600)), tok_dir)
 
 
 def test_probe_and_export_load_a_model_without_deepspeed(tmp_path):

@@ -111,23 +111,29 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.slow
-def test_text_recipe_end_to_end_on_two_ranks(tmp_path):
-    """english_cpu for a few steps: validation of both heads, the pair probes, stride windows counted."""
-    port, out = _port(), tmp_path / "run"
+def _run_text_recipe(out: Path, *items: str) -> dict:
+    """recipes/pretrain_text.py on 2 CPU ranks with ``out_dir=out`` and `items`; its summary.json
+    (the run must exit 0; its /dev/shm buffers are removed whatever happens)."""
+    port = _port()
     exe = Path(sys.executable).with_name("deepspeed")
     launcher = [str(exe)] if exe.exists() else [sys.executable, "-m", "deepspeed.launcher.runner"]
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     try:
         r = subprocess.run([*launcher, "--num_gpus", "2", "--master_port", str(port), "recipes/pretrain_text.py",
-                            f"out_dir={out}", "steps=6", "val.every=3", "val.rows=8", "data.probe_rows=8",
-                            "data.long=stride:96", "data.shuffle_sentences=0.5", "model.layers=1"],
-                           cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+                            f"out_dir={out}", *items], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     finally:
         for f in glob.glob(f"/dev/shm/deepspeed_allreduce_buffer_{os.getuid()}_*_{port}_*"):
             os.unlink(f)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
-    s = json.loads((out / "summary.json").read_text())
+    return json.loads((out / "summary.json").read_text())
+
+
+@pytest.mark.slow
+def test_text_recipe_end_to_end_on_two_ranks(tmp_path):
+    """english_cpu for a few steps: validation of both heads, the pair probes, stride windows counted."""
+    out = tmp_path / "run"
+    s = _run_text_recipe(out, "steps=6", "val.every=3", "val.rows=8", "data.probe_rows=8", "data.long=stride:96",
+                         "data.shuffle_sentences=0.5", "model.layers=1")
     assert s["val"]["sop"]["n"] > 0 and s["val"]["mlm"]["n"] > 0 and set(s["val_se"]) == {"mlm", "sop"}
     assert set(s["pair_probes"]["sop"]) == {"nsp_random", "nsp_same_document", "sop"}
     st = s["strategies"]
@@ -157,20 +163,8 @@ def test_tlm_recipe_reports_retrieval_on_held_out_pairs(tmp_path):
     text.mkdir()
     for p in sorted((C.english_docs() / "topics").glob("*.txt"))[:20]:
         (text / p.name).write_text(p.read_text())
-    port, out = _port(), tmp_path / "run"
-    exe = Path(sys.executable).with_name("deepspeed")
-    launcher = [str(exe)] if exe.exists() else [sys.executable, "-m", "deepspeed.launcher.runner"]
-    env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    try:
-        r = subprocess.run([*launcher, "--num_gpus", "2", "--master_port", str(port), "recipes/pretrain_text.py",
-                            "--preset", "tlm_cpu", f"out_dir={out}", "steps=4", "val.every=2", "val.rows=8",
-                            "model.layers=1", f"data.text={text}", f"data.pairs={pairs}", "data.retrieval_pool=40"],
-                           cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    finally:
-        for f in glob.glob(f"/dev/shm/deepspeed_allreduce_buffer_{os.getuid()}_*_{port}_*"):
-            os.unlink(f)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
-    s = json.loads((out / "summary.json").read_text())
+    s = _run_text_recipe(tmp_path / "run", "--preset", "tlm_cpu", "steps=4", "val.every=2", "val.rows=8",
+                         "model.layers=1", f"data.text={text}", f"data.pairs={pairs}", "data.retrieval_pool=40")
     ret = s["retrieval"]
     assert ret["n"] == 40 and 0 < ret["mrr"] <= 1 and set(ret["by_lang"]) == {"de"}
     assert s["val"]["mlm"]["n"] > 0 and s["held_docs"]["pairs"] >= 40

@@ -27,6 +27,7 @@ from codept.model import transformer as T  # noqa: E402
 from codept.probe import Pair, save_pairs  # noqa: E402
 from codept.probe import metrics as M  # noqa: E402
 from codept.probe import run as R  # noqa: E402
+from model_data import write_run  # noqa: E402
 
 # ------------------------------------------------------------------------------------------------
 # real pairs from the standard library
@@ -230,13 +231,7 @@ def test_codept_checkpoint_folder(small_tok, tmp_path, pairs50):
     ctok.save_tokenizer(small_tok, tok_dir, {"vocab_size": small_tok.get_vocab_size()})
     torch.manual_seed(0)
     model = T.Transformer(T.tiny(vocab_size=2000))
-    run, tag = tmp_path / "run", "step00000004"
-    (run / tag).mkdir(parents=True)
-    torch.save({"client_state": {"model": dataclasses.asdict(model.config), "tokenizer": str(tok_dir)}},
-               run / tag / "rank0.pt")
-    torch.save({"module": {f"model.{k}": v for k, v in model.state_dict().items()}},
-               run / tag / "mp_rank_00_model_states.pt")
-    (run / "latest").write_text(tag)
+    run, tag = write_run(tmp_path / "run", model, tok_dir), "step00000004"
     assert R.model_kind(str(run)) == "codept" and R.model_kind(str(run / tag)) == "codept"
     scorer = R.build_scorer(str(run), device="cpu")
     assert scorer.slug == f"run-{tag}" and scorer.desc["kind"] == "codept"

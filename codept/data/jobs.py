@@ -184,15 +184,25 @@ def replaceable(out: Path) -> bool:
     return (out / "DONE").is_file() or (out / JOB_MARK).is_file() or not any(out.iterdir())
 
 
+def foreign_folder(out: Path) -> str | None:
+    """Why ``out`` must not be replaced (the one message of the CLI and the library), None when it
+    may (:func:`replaceable`)."""
+    out = Path(out)
+    if replaceable(out):
+        return None
+    entries = sorted(e.name for e in out.iterdir())[:3] if out.is_dir() and not out.is_symlink() else []
+    what = f"a folder with other files ({', '.join(entries)}, ...)" if entries else "a file or a link"
+    return (f"{out}: {what} and no DONE; this output folder is replaced whole, so it must be new, empty or "
+            f"an earlier codept output (DONE, or {JOB_MARK} of a killed build)")
+
+
 def fresh_folder(out: Path) -> Path:
     """An empty folder at ``out``, marked as a job's (whatever codept left there is removed: it was not
     complete, or forced). Raises :class:`ForeignFolder` for a file, a link or a folder of other files."""
     out = Path(out)
-    if not replaceable(out):
-        entries = sorted(e.name for e in out.iterdir())[:3] if out.is_dir() and not out.is_symlink() else []
-        what = f"a folder with other files ({', '.join(entries)}, ...)" if entries else "a file or a link"
-        raise ForeignFolder(f"{out}: {what} and no DONE or {JOB_MARK}; an output folder is replaced whole, so it "
-                            "must be new, empty or an earlier codept output")
+    why = foreign_folder(out)
+    if why:
+        raise ForeignFolder(why)
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
