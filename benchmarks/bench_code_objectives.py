@@ -3,7 +3,7 @@
 Same run, same views (every 8th stdlib file, built in memory and served from an Arrow table through
 codept.data.views.view_source, as training reads prepared views), repeats interleaved:
   <objective>        view_source -> objective -> best-fit pack -> collate (rows of 512): dataflow,
-                     ident_rtd, ident_mask, code_doc (every documented definition per read),
+                     dataflow_edge, ident_rtd, ident_mask, code_doc (every documented definition per read),
                      code_doc+hn (with hard negatives), code_doc 1-pair (the single-pair path), mlm
   hf lists           transformers' DataCollatorForLanguageModeling (mlm 0.15) on lists of dicts
 Tokens/s counts delivered (non-padding) tokens of the collated batches. benchmarks/bench_objectives.py
@@ -33,7 +33,7 @@ from codept.structure.grammar import SkipFile  # noqa: E402
 from codept.structure.view import build_view, views_to_table  # noqa: E402
 from codept.tokenizer import default_tokenizer_dir, load_tokenizer  # noqa: E402
 
-CONTENDERS = {"dataflow": {}, "ident_rtd": {}, "ident_mask": {}, "code_doc": {}, "code_doc+hn": {"hard_negatives": True},
+CONTENDERS = {"dataflow": {}, "dataflow_edge": {}, "ident_rtd": {}, "ident_mask": {}, "code_doc": {}, "code_doc+hn": {"hard_negatives": True},
               "code_doc 1-pair": {"pairs": 1}, "mlm": {}}
 
 

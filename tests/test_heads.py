@@ -38,7 +38,7 @@ def model():
 
 def test_registry():
     assert set(H.HEADS) == {"mlm", "lm", "rtd", "sop", "nsp", "edge", "contrastive", "sbo", "glm", "plm", "gen",
-                            "exec_lines", "exec_values", "dataflow"}
+                            "exec_lines", "exec_values", "dataflow", "dataflow_edge"}
     m = T.Transformer(T.tiny())
     for name in H.HEADS:
         assert isinstance(H.build_head(name, m), torch.nn.Module)

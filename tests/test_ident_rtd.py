@@ -102,11 +102,12 @@ def test_partner_names_come_from_the_other_file(small_tok, vocab):
     v = build_view("a.py", "python", SRC, small_tok)
     other = build_view("b.py", "python", "def g(omega):\n    return omega\n", small_tok)
 
-    class Partner:  # the one method of codept.data.stream.Context the objective calls
-        def partner(self, rng):
-            return other
+    from codept.data.stream import Context, Source
 
-    ex = build("ident_rtd", vocab, rate=1.0, source="partner")(v, np.random.default_rng(0), Partner())
+    obj = build("ident_rtd", vocab, rate=1.0, source="partner")
+    docs = [v, other]
+    src = Source("s", 2, lambda i, rng, ctx: obj(docs[i], rng, ctx), get=docs.__getitem__, context=True)
+    ex = obj(v, np.random.default_rng(0), Context(src, index=0, epoch=0, progress=0.0))  # the partner: doc 1
     new = small_tok.decode(ex.input_ids.tolist())
     assert "omega" in new or "g(" in new
     assert _shape_of("python", new) == _shape_of("python", SRC)

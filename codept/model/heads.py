@@ -13,6 +13,8 @@ codept.data.collate:
   PairClassifier    scalar.<name> (B, D)       a labelled document    CE on its first token (NSP/SOP)
   PointerHead       ptr.<name> (B, K, 2)       a pair (src, dst)      CE over dst's document + "none"
   MultiPointerHead  ptr.<name> (B, K, 1 + m)   src + m targets        -log P(any target) (marginal)
+  EdgeHead          ptr.<name> (B, K, 3)       a pair (anchor, pos)   binary CE: 1 for (anchor, positive),
+                                               or (anchor, neg)       0 for (anchor, negative)
   ContrastiveHead   scalar.<name> (B, D)       a matched pair         symmetric in-batch InfoNCE
   SpanBoundaryHead  ptr.sbo (B, K, 3) +        a span token           CE over the tied vocabulary from
     (sbo)           labels.mlm (B, T)                                 the span's two boundary states
@@ -35,10 +37,11 @@ Algorithms:
 Validation: ``head(hidden, batch, metrics=True)`` returns :class:`Metrics` (loss_sum, n_valid,
 correct, count) from the same scores: correct = argmax == target for the LM, token, pair and pointer
 heads; for ContrastiveHead the top-1 retrieval of the partner among the other-side documents it
-scores (the micro-step's, gathered over ranks), both directions (count = 2 per pair). Passing the
+scores (the micro-step's, gathered over ranks), both directions (count = 2 per pair); for EdgeHead
+logit > 0 == the pair's label. Passing the
 flag through ``forward`` (not a separate method) keeps ZeRO-3's parameter gathering, which hooks
 ``forward``, working.
-Cost: LM heads O(N_labelled V C); pointer O(K T C) per row; contrastive O(M^2 C) for M documents.
+Cost: LM heads O(N_labelled V C); pointer O(K T C) per row; edge O(K C^2); contrastive O(M^2 C) for M documents.
 Selecting labelled positions by boolean index costs one host-device sync per head and step.
 Not covered: the varlen layout; negatives across micro-batches of one step or from a queue (the
 contrastive loss of a pair depends on its micro-step, so its sum over micro-batches is not a full-batch
@@ -265,6 +268,51 @@ class MultiPointerHead(PointerHead):
         return Metrics(loss, n, hit, n)
 
 
+class EdgeHead(nn.Module):
+    """Binary edge prediction over token pairs (GraphCodeBERT's): ``ptr.<label>`` (B, K, 3) holds an
+    anchor, a token joined to it (positive) and one that is not (negative), -1 where absent. A pair's
+    logit is (W_q h_anchor) . (W_k h_other) / sqrt(C) + b (directed: anchor and other play different
+    parts); the loss is the summed binary cross-entropy, each present pair one record. Accuracy:
+    logit > 0 agrees with the pair's label (the records hold as many positives as negatives, so 0.5
+    is chance). Only the K anchors and their pairs are projected: O(K C^2) per row."""
+
+    def __init__(self, model: Transformer, label: str = "dataflow_edge"):
+        super().__init__()
+        cfg = model.config
+        self.label, self.field = label, f"ptr.{label}"
+        self.query = nn.Linear(cfg.hidden, cfg.hidden)
+        self.key = nn.Linear(cfg.hidden, cfg.hidden)
+        self.bias = nn.Parameter(torch.zeros(1))  # (1,): see PointerHead.none
+        _init(self, cfg.init_std)
+
+    @staticmethod
+    def _present(ptr: torch.Tensor) -> torch.Tensor:
+        return (ptr[..., 1:] >= 0) & (ptr[..., :1] >= 0)  # (B, K, 2): positive, negative
+
+    def count(self, batch: dict) -> int:
+        return int(self._present(batch[self.field]).sum())
+
+    def forward(self, hidden: torch.Tensor, batch: dict, metrics: bool = False):
+        ptr = batch[self.field]
+        if ptr.dim() != 3 or ptr.shape[-1] != 3:
+            raise ValueError(f"{self.field} has shape {tuple(ptr.shape)}; EdgeHead expects (B, K, 3) triples")
+        b, k, _ = ptr.shape
+        c = hidden.shape[-1]
+        h = hidden.gather(1, ptr.clamp(min=0).reshape(b, 3 * k, 1).expand(-1, -1, c)).reshape(b, k, 3, c)
+        q, keys = self.query(h[:, :, 0]), self.key(h[:, :, 1:])  # (B, K, C), (B, K, 2, C)
+        logits = (q[:, :, None] * keys).sum(-1).float() / math.sqrt(c) + self.bias.float()  # (B, K, 2)
+        valid = self._present(ptr)
+        target = torch.tensor([1.0, 0.0], device=logits.device).expand_as(logits)[valid]
+        lg, n = logits[valid], valid.sum()
+        if lg.shape[0] == 0:
+            loss = _zero_loss(q, keys, self.bias)
+        else:
+            loss = F.binary_cross_entropy_with_logits(lg, target, reduction="sum")
+        if not metrics:
+            return loss, n
+        return Metrics(loss, n, ((lg > 0).float() == target).sum(), n)
+
+
 def _gather_rows(z: torch.Tensor, key: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
     """Every data-parallel rank's rows of z (N_r, C) and key (N_r,), concatenated in rank order, and the
     offset of this rank's rows. Other ranks' rows are constants; this rank's keep their graph. A
@@ -435,6 +483,7 @@ HEADS = {
     "nsp": partial(PairClassifier, label="nsp", n_classes=2),
     "edge": partial(PointerHead, label="edge"),
     "dataflow": partial(MultiPointerHead, label="dataflow"),  # any reaching definition of a use
+    "dataflow_edge": partial(EdgeHead, label="dataflow_edge"),  # is (anchor, other) a dataflow edge?
     "contrastive": partial(ContrastiveHead, label="pair"),
     "sbo": partial(SpanBoundaryHead, label="sbo", target="mlm"),
     "glm": partial(LMHead, label="glm", causal=False),  # GLM part B: labels already shifted

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from codept.objectives import ar, electra, glm, plm, unilm  # issue 15: the regimes
 from codept.objectives import code_doc, mlm, nsp, sop, syntax_span, tlm
-from codept.objectives import dataflow, ident_mask, ident_rtd, translate  # issue 16: code objectives
+from codept.objectives import dataflow, dataflow_edge, ident_mask, ident_rtd, translate  # issue 16: code objectives
 from codept.objectives import phrase, span, t5_span, wwm
 from codept.objectives import exec_lines, exec_values  # issue 17: execution traces
 
@@ -37,6 +37,7 @@ OBJECTIVES = {
     "exec_values": (exec_values.build, exec_values.Config),
     "exec_trace": (exec_values.build_trace, exec_values.TraceConfig),
     "dataflow": (dataflow.build, dataflow.Config),
+    "dataflow_edge": (dataflow_edge.build, dataflow_edge.Config),
     "ident_rtd": (ident_rtd.build, ident_rtd.Config),
     "ident_mask": (ident_mask.build, ident_mask.Config),
     "translate": (translate.build, translate.Config),
@@ -64,6 +65,7 @@ HEADS_OF = {
     "exec_values": ("exec_values",),  # masked values of the serialized trace
     "exec_trace": ("lm",),  # trace generation after the code (prefix-LM)
     "dataflow": ("dataflow",),  # masked uses -> any reaching definition (MultiPointerHead)
+    "dataflow_edge": ("dataflow_edge",),  # GraphCodeBERT's edge prediction, sampled negatives (EdgeHead)
     "ident_rtd": ("rtd",),  # renamed identifiers detected per token
     "ident_mask": ("lm",),  # DOBF: the masked names after the code, causal
     "translate": ("mlm",),  # TLM over code <-> code and doc <-> code pairs
@@ -92,6 +94,7 @@ VIEWS_OF = {
     "exec_values": ("trace",),
     "exec_trace": ("trace",),
     "dataflow": ("code",),
+    "dataflow_edge": ("code",),
     "ident_rtd": ("code",),
     "ident_mask": ("code",),
     "translate": ("pair",),

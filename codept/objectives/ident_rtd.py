@@ -90,7 +90,7 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         ok = np.setdiff1d(np.unique(binding), bad)
         pool = spellings(view, clean, spaced)
         if cfg.source == "partner" and ctx is not None:
-            other = ctx.partner(rng)
+            _, other = ctx.partner(rng)
             pool = spellings(other, *occurrences(other)) if len(other.idents) else {}
         # replacement names by (shape, spellings needed): with a leading space, without, both
         names_for: dict[tuple[int, int], list[str]] = {}
