@@ -189,7 +189,10 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         for row in rows():  # the first definition whose doc has a summary
             doc = _doc_side(view, funcs, row)
             if len(doc):
-                return _as_example([_pair(view, funcs, row, doc, pid, rng)])
+                u = _pair(view, funcs, row, doc, pid, rng)
+                if cfg.hard_negatives:
+                    u = _with_negatives(view, funcs, row, u, _doc_sides(view, funcs, cand), rng)
+                return _as_example([u])
         return None  # no doc with a word: no pair (the stream drops None)
 
     def _doc_sides(view, funcs, rows: np.ndarray) -> dict:
