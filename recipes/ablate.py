@@ -6,7 +6,8 @@ mixture (and optionally the starting point), then one probe table comparing them
   python recipes/ablate.py --mixtures mlm:1 ar:1 unilm:1 glm:1 plm:1 electra:1 --steps 40 model.layers=2
                            (the MLM-vs-AR table of README "Regimes"; any registered objective works)
   python recipes/ablate.py --steps 100 model.layers=2 val.every=0 --mixtures code_doc:1 \
-                           "code_doc:1 objective.code_doc.hard_negatives=true" "code_doc:1 seed=1"
+                           "code_doc:1 objective.code_doc.hard_negatives=true objective.code_doc.max_code_tokens=96" \
+                           "code_doc:1 seed=1"
 
 A run is a mixture optionally followed (in the same argument, space-separated) by key=value settings of
 that run only: an objective's setting (``objective.syntax_span.max_unit_tokens=32``), a second seed

@@ -233,8 +233,8 @@ def test_code_doc_group_budget_fits_the_row():
     from codept.train.config import ConfigError
 
     R = _recipe_module()
-    s, _ = R.configure("debug_cpu", ["seq_len=128"])
-    assert s.objectives == {"code_doc": {"max_tokens": 64}}
+    s, _ = R.configure("debug_cpu", ["seq_len=128"])  # a 32 + 128 pair is cut to fit the row
+    assert s.objectives == {"code_doc": {"max_tokens": 64, "max_code_tokens": 96}}
     s, _ = R.configure("debug_cpu", [])
     assert s.objectives == {"code_doc": {"max_tokens": 128}}
     s, _ = R.configure("small_1xh200", [])
@@ -243,6 +243,12 @@ def test_code_doc_group_budget_fits_the_row():
     assert s.objectives == {"code_doc": {"max_tokens": 256}}  # given: kept (it fits the row)
     with pytest.raises(ConfigError, match=r"objective.code_doc.max_tokens=300 > seq_len=256"):
         R.configure("debug_cpu", ["objective.code_doc.max_tokens=300"])
+    # one pair with its two hard negatives is indivisible: 2 x (32 + 128) = 320 tokens; unless a cap
+    # is given the code cut is lowered to fit 256, a given cap that does not fit is refused
+    s, _ = R.configure("debug_cpu", ["objective.code_doc.hard_negatives=true"])
+    assert s.objectives["code_doc"]["max_code_tokens"] == 96
+    with pytest.raises(ConfigError, match=r"max_doc_tokens=32, max_code_tokens=128: .* up to 320 tokens > seq_len=256"):
+        R.configure("debug_cpu", ["objective.code_doc.hard_negatives=true", "objective.code_doc.max_code_tokens=128"])
 
 
 @pytest.mark.slow

@@ -51,8 +51,9 @@ negatives beyond the micro-step of all ranks (the head's limit); the summary's l
 zero residual init, full protocol): in-domain 0.193 vs 0.181, networkx 0.095 vs 0.086. The 32 / 128
 token cuts were measured: against 64 / 192, more pairs fit a row (more in-batch negatives) and a
 200-step code_doc-only run scored higher on both default probes (cheap protocol, in-domain 0.19 vs
-0.14, networkx 0.14 vs 0.13; random 0.08 / 0.13). Packing must use
-seq_len >= max_doc_tokens + max_code_tokens or the code side is truncated (codept.data.pack).
+0.14, networkx 0.14 vs 0.13; random 0.08 / 0.13). A pair (with hard negatives: the pair and its two
+negatives) must fit a row, ``unit_tokens()`` <= seq_len: unless a cap is given, recipes lower
+max_code_tokens to fit (``fit_unit``), else they refuse the setting.
 """
 
 from __future__ import annotations
@@ -83,6 +84,18 @@ class Config:
     max_tokens: int = 256  # pairs of one read grouped into Examples of at most this many tokens; 0 = one per pair
     whole_in_row: ClassVar[bool] = True  # a group is packed whole: recipes check max_tokens <= seq_len
     default_row_share: ClassVar[float] = 0.5  # unless given, recipes lower max_tokens to seq_len / 2
+
+    unit_fields: ClassVar[tuple] = ("max_doc_tokens", "max_code_tokens")  # the caps unit_tokens reads
+
+    def unit_tokens(self) -> int:
+        """The longest indivisible piece: one pair, with its two negative parts (recipes check <= seq_len)."""
+        return (self.max_doc_tokens + self.max_code_tokens) * (2 if self.hard_negatives else 1)
+
+    def fit_unit(self, seq_len: int) -> dict:
+        """Settings that make unit_tokens() fit seq_len: the code cut lowered (recipes apply them
+        unless a cap was given); {} when no code cut can."""
+        per = seq_len // (2 if self.hard_negatives else 1) - self.max_doc_tokens
+        return {"max_code_tokens": per} if 1 <= per < self.max_code_tokens else {}
 
     def __post_init__(self):
         if self.max_doc_tokens < 1 or self.max_code_tokens < 1:

@@ -146,7 +146,7 @@ def configure(items: list[str], run: RunConfig, sections: dict,
     for name in names:  # GLM / PLM examples are whole (part B needs part A; an order needs its start)
         cfg = objectives[name]
         if getattr(cfg, "whole_in_row", False):
-            given = s.objectives.get(name, {})
+            given = dict(s.objectives.get(name, {}))  # as the user gave them
             n = given.get("max_tokens", cfg().max_tokens)
             share = getattr(cfg, "default_row_share", 0.0)  # a budget, not a shape: fit a share of the row
             if share and "max_tokens" not in given and n > int(share * s.run.seq_len):
@@ -154,6 +154,17 @@ def configure(items: list[str], run: RunConfig, sections: dict,
             elif n > s.run.seq_len:
                 raise ConfigError(f"objective.{name}.max_tokens={n} > seq_len={s.run.seq_len}: packing would split "
                                   f"its examples; set objective.{name}.max_tokens<={s.run.seq_len}")
+            if not hasattr(cfg, "unit_tokens"):
+                continue
+            cur = cfg(**s.objectives.get(name, {}))  # a piece no grouping can shrink (code_doc: a pair + negatives)
+            if cur.unit_tokens() > s.run.seq_len and not set(given) & set(cfg.unit_fields):
+                s.objectives.setdefault(name, {}).update(cur.fit_unit(s.run.seq_len))  # unless given: fit the row
+                cur = cfg(**s.objectives[name])
+            if (unit := cur.unit_tokens()) > s.run.seq_len:
+                caps = ", ".join(f"{k}={getattr(cur, k)}" for k in cfg.unit_fields)
+                raise ConfigError(f"objective.{name} with {caps}: one indivisible example is up to {unit} tokens > "
+                                  f"seq_len={s.run.seq_len}; packing would cut it ({name}'s Config.unit_tokens): "
+                                  "raise seq_len or lower those caps")
     extra = sorted(set(s.objectives) - set(names))
     if extra:
         raise ConfigError(f"objective settings for {extra}, which data.mixture={s.sections['data'].mixture!r} "
