@@ -52,10 +52,11 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # 2 ranks on 2 cores: no thread oversubscription
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from codept.data.collate import collate  # noqa: E402
 from codept.data.sources import stdlib_files  # noqa: E402
 from codept.data.views import open_views  # noqa: E402
 from codept.model import transformer as T  # noqa: E402
-from codept.model.heads import Pretrainer, build_head  # noqa: E402
+from codept.model.heads import Pretrainer, build_head, init_output_priors  # noqa: E402
 from codept.model.hf import init_from, load_mlm_head  # noqa: E402
 from codept.objectives.render import Vocab  # noqa: E402
 from codept.probe import load_pairs  # noqa: E402
@@ -287,6 +288,12 @@ def main(argv: list[str]) -> int:
         model = T.Transformer(model_cfg)
         net = Pretrainer(model, {h: build_head(h, model) for h in head_names})
         head_loaded = False
+        # output biases start at the targets' log frequencies (heads.init_output_priors), counted on the
+        # first global batch of a one-rank copy of the stream: the same values on every rank
+        first = L.packed(L.streams(corpora, mixture, vocab, settings.objectives), mixture, run.seed,
+                         E.World(0, 1, 0, world.backend), run.seq_len, vocab.pad_id, data.buffer)
+        rows = run.global_batch_rows or run.global_batch_tokens // run.seq_len
+        init_output_priors(net, [collate([next(first) for _ in range(rows)])])
     else:
         keep = {k: getattr(model_cfg, k) for k in ("dropout", "attention_dropout", "attention", "checkpointing")}
         model, model_cfg = init_from(init_dir, **keep)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from codept.data.example import IGNORE
 from codept.data.sources import read_source, stdlib_files
@@ -127,3 +128,46 @@ def test_ident_rtd_loss_falls(small_tok, vocab):
     first, last = np.mean(ls[:5]), np.mean(ls[-5:])
     print(f"ident_rtd loss {first:.3f} -> {last:.3f}")
     assert last < first - 0.2, (first, last)
+
+
+def test_output_priors_keep_the_encoder_from_collapsing(small_tok, vocab):
+    """ident_rtd labels 3% of tokens 1: from a zero bias the prior is fitted through the encoder and
+    every final state becomes the same vector (heads.init_output_priors); from the log prior it is not."""
+    from codept.data.collate import collate
+    from codept.data.stream import Mixture, PackedStream, Source
+    from codept.model import transformer as T
+    from codept.model.heads import Pretrainer, build_head, init_output_priors
+
+    views = [build_view(str(p), "python", read_source(p), small_tok) for p in stdlib_files()[40:56]
+             if p.stat().st_size > 2000]
+    obj = build("ident_rtd", vocab)
+
+    def stream():
+        src = Source("s", len(views), lambda i, rng, ctx: obj(views[i], rng, ctx), salt=3, get=views.__getitem__,
+                     context=True)
+        return PackedStream(Mixture([src], [1.0], seed=0), seq_len=256, pad_id=0, buffer=32).batches(8)
+
+    def spread(priors: bool) -> float:
+        torch.manual_seed(0)
+        m = T.Transformer(T.tiny(vocab_size=small_tok.get_vocab_size(), max_positions=256))
+        model = Pretrainer(m, {"rtd": build_head("rtd", m)})
+        if priors:
+            first = collate(next(iter(stream())))
+            assert init_output_priors(model, [first]) == {"rtd": int((first["labels.rtd"] != -100).sum())}
+            p1 = float((first["labels.rtd"] == 1).sum() + 1) / float((first["labels.rtd"] != -100).sum() + 2)
+            bias = model.heads["rtd"].out.bias.detach()
+            assert abs(float(bias[1] - bias[0]) - np.log(p1 / (1 - p1))) < 1e-4  # the log odds of a rename
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        for step, rows in enumerate(stream()):
+            batch = collate(rows)
+            loss = sum(ls / n.clamp(min=1) for ls, n in model(batch).values())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if step == 39:
+                break
+        with torch.no_grad():
+            h = m.eval().encode(batch)[batch["segment_ids"] > 0]
+        return float(h.std(0).mean())  # per-dimension spread of the final states over the tokens
+
+    assert spread(False) < 0.1 < 0.5 < spread(True)
