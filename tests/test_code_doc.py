@@ -677,3 +677,134 @@ def test_grouped_pairs_are_the_same_pairs_in_fewer_examples(small_tok, hard_nega
     assert row["positions"][first].tolist() == [0] * e.n_parts  # positions restart in every part
     with pytest.raises(ValueError, match="max_tokens=-1"):
         build("code_doc", vocab, max_tokens=-1)
+
+
+# --- what code_doc produces is pinned (the speed work of issue 16 must not change it) -----------------
+
+
+def _golden_source() -> str:
+    """A Python file of 40 definitions: docs of 1-3 sentences, bodies of 1-12 lines, a class with
+    methods, undocumented and doctest-only definitions (deterministic, no stdlib version in it)."""
+    words = "read the next value from a buffer and return it parse one token of input into a tree".split()
+    out = []
+    for i in range(40):
+        name = f"fn_{i}_{words[i % len(words)]}"
+        indent = "    " if 10 <= i < 18 else ""
+        if i == 10:
+            out.append("class Holder:\n    '''Holds values.'''\n\n")
+        doc = " ".join(words[(i * 7 + j) % len(words)] for j in range(3 + i % 9)).capitalize() + "."
+        if i % 4 == 1:
+            doc += " " + " ".join(words[(i + j) % len(words)] for j in range(5)) + "."
+        args = ", ".join(f"a{j}" for j in range(i % 4)) if not indent else ", ".join(["self"] + [f"a{j}" for j in range(i % 3)])
+        out.append(f"{indent}def {name}({args}):\n")
+        if i % 9 == 4:
+            pass  # no doc
+        elif i % 13 == 6:
+            out.append(f'{indent}    """>>> {name}()\n{indent}    1\n{indent}    """\n')  # doctest only
+        else:
+            out.append(f'{indent}    """{doc}"""\n')
+        for j in range(1 + (i * 5) % 12):
+            out.append(f"{indent}    x{j} = {j} * {i} + len(str({j}))\n")
+        out.append(f"{indent}    return {i}\n\n")
+    return "".join(out)
+
+
+def _digest(examples) -> str:
+    """sha256 over every field of every Example: ids, prefix, parts, labels, pointers, scalars (as
+    int64 values per part), optional fields, dtypes and shapes included."""
+    import hashlib
+
+    h = hashlib.sha256()
+
+    def arr(tag, a):
+        a = np.asarray(a)
+        h.update(f"{tag}:{a.dtype.str}:{a.shape};".encode())
+        h.update(np.ascontiguousarray(a).tobytes())
+
+    for e in examples:
+        if e is None:
+            h.update(b"None;")
+            continue
+        arr("ids", e.input_ids)
+        arr("prefix", e.prefix)
+        h.update(b"parts:none;") if e.parts is None else arr("parts", e.parts)
+        for k in sorted(e.labels):
+            arr(f"labels.{k}", e.labels[k])
+        for k in sorted(e.pointers):
+            arr(f"ptr.{k}", e.pointers[k])
+        for k in sorted(e.scalars):
+            arr(f"scalar.{k}", np.asarray(e.scalar_of_parts(k), dtype=np.int64))
+        for f in ("positions", "block_positions", "types", "langs", "order"):
+            v = getattr(e, f)
+            h.update(f"{f}:none;".encode()) if v is None else arr(f, v)
+        for k in sorted(e.targets):
+            arr(f"targets.{k}", e.targets[k])
+    return h.hexdigest()[:16]
+
+
+GOLDEN_CONFIGS = {  # name -> (code_doc settings, digest computed with the code before the speed work)
+    "default": ({}, "d37381ccf109b289"),
+    "groups_128": ({"max_tokens": 128, "max_code_tokens": 40}, "44c8768f707254dc"),
+    "one_per_pair": ({"max_tokens": 0}, "3e7fa02f621cd4fe"),
+    "hard_negatives": ({"hard_negatives": True}, "353e8bc327e5e2d3"),
+    "hn_groups_128": ({"hard_negatives": True, "max_tokens": 128, "max_code_tokens": 24}, "6d8ab721f3c82f87"),
+    "mlm": ({"mlm_rate": 0.15, "max_tokens": 128, "max_code_tokens": 40}, "da3f8e8594f12303"),
+    "hn_mlm": ({"mlm_rate": 0.15, "hard_negatives": True}, "479897698cce9a78"),
+    "pairs_1": ({"pairs": 1}, "bd0c71724c413514"),
+    "pairs_1_hn_mlm": ({"pairs": 1, "hard_negatives": True, "mlm_rate": 0.2}, "533c87383c90a28e"),
+    "pairs_3": ({"pairs": 3, "max_tokens": 200}, "5b63234a1b8ba038"),
+    "raw": ({"doc": "raw", "max_doc_tokens": 48}, "6f67994f49c4a531"),
+    "classes_long_doc": ({"kinds": ("function", "method", "class"), "max_doc_tokens": 80}, "0699aa63205c7f37"),
+}
+
+
+def _golden_views(tok):
+    views = [build_view("golden.py", "python", _golden_source(), tok)]
+    views += [fixture_view(f.parent.parent.name, f.name, tok) for f in sorted(GRAMMARS.glob("*/fixtures/*.*"))]
+    return views
+
+
+def _golden_outputs(tok, kw):
+    obj = build("code_doc", Vocab.from_tokenizer(tok), **kw)
+    out = []
+    for i, v in enumerate(_golden_views(tok)):
+        for seed in range(3):
+            got = obj(v, np.random.default_rng([i, seed]))
+            out += got if isinstance(got, list) else [got]
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN_CONFIGS))
+def test_outputs_are_pinned(byte_tok, name):
+    """code_doc's Examples (ids, prefix, parts, labels, pair keys, for a given rng) equal, bit for bit,
+    what the code before the speed work produced (digests of GOLDEN_CONFIGS) on a generated Python
+    file and every grammar fixture with the byte-level tokenizer (ids stable across machines)."""
+    kw, want = GOLDEN_CONFIGS[name]
+    out = _golden_outputs(byte_tok, kw)
+    assert sum(e is not None for e in out) >= 20 and sum(e.n_parts for e in out if e is not None) >= 40
+    assert _digest(out) == want, name
+
+
+@pytest.mark.parametrize("kw", [{}, {"max_tokens": 128}, {"max_tokens": 0}, {"max_tokens": 512}, {"pairs": 3},
+                                {"max_code_tokens": 7, "max_doc_tokens": 5, "max_tokens": 40},
+                                {"kinds": ("function", "method", "class")}])
+def test_fast_path_is_the_unit_path(small_tok, monkeypatch, kw):
+    """The default path (summaries field, no MLM, no negatives) computes every pair as index
+    arithmetic over the read; the per-pair path (_pair + _as_example, which MLM and hard negatives
+    take) is its reference: the same Examples, field by field and type by type, on real stdlib files."""
+    vocab = Vocab.from_tokenizer(small_tok)
+    fast = build("code_doc", vocab, **kw)
+    monkeypatch.setattr(code_doc, "_UNIT_PATH", True)
+    slow = build("code_doc", vocab, **kw)
+    n = 0
+    for i, v in enumerate(stdlib_views(small_tok, 120, 150)):
+        a, b = fast(v, np.random.default_rng([i, 9])), slow(v, np.random.default_rng([i, 9]))
+        assert (a is None) == (b is None) and len(a or []) == len(b or [])
+        for x, y in zip(a or [], b or []):
+            assert x.input_ids.dtype == y.input_ids.dtype and np.array_equal(x.input_ids, y.input_ids)
+            assert x.parts.dtype == y.parts.dtype and np.array_equal(x.parts, y.parts)
+            assert x.prefix.dtype == y.prefix.dtype and np.array_equal(x.prefix, y.prefix)
+            assert x.scalars == y.scalars and all(type(k) is int for k in x.scalars["pair"])
+            assert x.labels == y.labels == {} and x.pointers == y.pointers == {}
+            n += x.n_parts // 2
+    assert n >= 40  # pairs compared

@@ -308,3 +308,48 @@ def test_a_context_stream_resumes_exactly(small_tok):
     for want in rows[13:]:
         got = next(again)
         assert want.keys() == got.keys() and all(np.array_equal(want[k], got[k]) for k in want)
+
+
+def _parts_ok(p: np.ndarray) -> bool:
+    """The parts rule, directly: starts at 0, every step 0 or 1."""
+    v = p.astype(np.float64)
+    return len(v) == 0 or (v[0] == 0 and bool(np.all((np.diff(v) == 0) | (np.diff(v) == 1))))
+
+
+def test_parts_and_scalar_checks_accept_exactly_the_rule():
+    """Example's checks of parts (one unsigned max for integer parts) and of per-part scalars (the
+    element types first for a list) accept and refuse what the rules say, for every integer width,
+    signed or not, floats, and lists of ints, numpy ints, floats and nested sequences."""
+    rng = np.random.default_rng(0)
+    seen = {True: 0, False: 0}
+    for trial in range(3000):
+        n = int(rng.integers(0, 9))
+        steps = rng.choice([0, 1, 1, 0, -1, 2, 255, -128], size=max(n - 1, 0), p=[.3, .3, .2, .1, .03, .03, .02, .02])
+        p = np.concatenate([[rng.choice([0, 0, 0, 1, -1])], steps]).cumsum()[:n] if n else np.zeros(0)
+        dtype = rng.choice([np.int8, np.uint8, np.int16, np.int32, np.int64, np.uint32, np.uint64, np.float32])
+        with np.errstate(over="ignore"):
+            if np.issubdtype(dtype, np.unsignedinteger) and (p < 0).any():
+                continue  # a negative part id has no unsigned spelling
+            parts = p.astype(dtype)
+        if not np.array_equal(parts.astype(np.float64), p.astype(np.float64)):
+            continue  # wrapped: not the array the rule is about
+        ok = _parts_ok(parts)
+        seen[ok] += 1
+        ids = np.zeros(n, np.int32)
+        if ok:
+            e = Example(ids, np.ones(n, bool), parts=parts)
+            assert e.n_parts == (int(parts[-1]) + 1 if n else 0)
+        else:
+            with pytest.raises(ValueError, match="start at 0"):
+                Example(ids, np.ones(n, bool), parts=parts)
+    assert seen[True] > 500 and seen[False] > 500
+    two = np.array([0, 0, 1], np.int32)
+    for v, ok in [([4, 5], True), ((4, 5), True), ([np.int64(4), np.int32(5)], True), ([4.0, 5], True),
+                  ([True, 5], True), (np.array([4, 5]), True), ([4, 5, 6], "3 values"), ([[4], 5], "shape"),
+                  ([np.array([4]), 5], "shape"), ((4, (5,)), "shape"), (7, True), (np.int64(7), True),
+                  (np.array([[4, 5]]), "shape"), ([], "0 values")]:
+        if ok is True:
+            Example(np.zeros(3, np.int32), np.ones(3, bool), scalars={"pair": v}, parts=two)
+        else:
+            with pytest.raises(ValueError, match=ok):
+                Example(np.zeros(3, np.int32), np.ones(3, bool), scalars={"pair": v}, parts=two)

@@ -256,3 +256,130 @@ def test_rows_from_different_objectives_collate_together():
     for varlen in (False, True):
         b = collate(rows_a + rows_b, varlen=varlen)
         assert b["ptr.span"].shape[-1] == 2
+
+
+# --- the rows equal the per-document construction ----------------------------------------------------
+
+
+def _reference_row(docs: list[Example], seq_len: int, pad_id: int, label_keys, ptr_tails, scalar_keys, token, targets) -> dict:
+    """A row as packing built it one document at a time before the columns were built for all rows at
+    once (codept.data.pack._rows): the reference its rows must equal, column by column."""
+    row = {"input_ids": np.full(seq_len, pad_id, dtype=np.int32), "segment_ids": np.zeros(seq_len, dtype=np.int32),
+           "positions": np.zeros(seq_len, dtype=np.int32), "prefix": np.zeros(seq_len, dtype=bool)}
+    for k in label_keys:
+        row[f"labels.{k}"] = np.full(seq_len, IGNORE, dtype=np.int32)
+    for f in token:
+        row[f] = np.arange(seq_len, dtype=np.int32) if f == "order" else np.zeros(seq_len, dtype=np.int32)
+    for k, tail in targets.items():
+        row[f"targets.{k}"] = np.full((seq_len, *tail), np.nan, dtype=np.float32)
+    ptr_keys = sorted(ptr_tails)
+    ptrs, ptr_segs = {k: [] for k in ptr_keys}, {k: [] for k in ptr_keys}
+    scalars = {k: [] for k in scalar_keys}
+    off, seg = 0, 1
+    for d in docs:
+        n = len(d)
+        sl = slice(off, off + n)
+        row["input_ids"][sl] = d.input_ids
+        row["prefix"][sl] = d.prefix
+        if d.parts is None:
+            row["segment_ids"][sl] = seg
+            row["positions"][sl] = np.arange(n)
+            tok_seg = None
+        else:
+            row["segment_ids"][sl] = seg + d.parts
+            row["positions"][sl] = np.arange(n) - d.part_bounds()[d.parts]
+            tok_seg = seg + d.parts
+        if d.positions is not None:
+            row["positions"][sl] = d.positions
+        for f in token:
+            if getattr(d, f) is not None:
+                row[f][sl] = getattr(d, f) + off if f == "order" else getattr(d, f)
+        for k, v in d.targets.items():
+            row[f"targets.{k}"][sl] = v
+        for k, v in d.labels.items():
+            row[f"labels.{k}"][sl] = v
+        for k in ptr_keys:
+            p = d.pointers.get(k)
+            if p is not None and len(p):
+                ptrs[k].append(np.where(p >= 0, p + off, -1))
+                if tok_seg is None:
+                    ptr_segs[k].append(np.full(len(p), seg, dtype=np.int32))
+                else:  # the part of each record's first index >= 0
+                    rec = p.reshape(len(p), -1)
+                    idx = rec[np.arange(len(rec)), np.argmax(rec >= 0, axis=1)]
+                    ptr_segs[k].append(np.where((rec >= 0).any(axis=1), tok_seg[np.clip(idx, 0, n - 1)], seg).astype(np.int32))
+        for k in scalar_keys:
+            scalars[k].extend(d.scalar_of_parts(k) if k in d.scalars else [IGNORE] * d.n_parts)
+        off += n
+        seg += d.n_parts
+    for k in ptr_keys:
+        row[f"ptr.{k}"] = np.concatenate(ptrs[k]).astype(np.int64) if ptrs[k] else np.zeros((0, *ptr_tails[k]), np.int64)
+        row[f"ptr_seg.{k}"] = np.concatenate(ptr_segs[k]) if ptr_segs[k] else np.zeros(0, np.int32)
+    for k in scalar_keys:
+        row[f"scalar.{k}"] = np.array(scalars[k], dtype=np.int64)
+    return row
+
+
+def _random_example(rng) -> Example:
+    """An Example with a random subset of every field: parts (1-5, int32 / int64), labels, optional
+    token fields, targets, pointer records inside one part (some -1), per-part and plain scalars."""
+    n = int(rng.integers(1, 90))
+    kw = {}
+    if rng.random() < 0.5 and n >= 2:
+        k = int(rng.integers(1, min(n, 5) + 1))
+        cuts = np.sort(rng.choice(np.arange(1, n), size=k - 1, replace=False))
+        kw["parts"] = np.repeat(np.arange(k, dtype=rng.choice([np.int32, np.int64])), np.diff(np.r_[0, cuts, n]))
+    ids = rng.integers(0, 1000, n).astype(rng.choice([np.int32, np.int64]))
+    if rng.random() < 0.6:
+        kw["labels"] = {"mlm": np.where(rng.random(n) < 0.3, ids, IGNORE).astype(np.int32)}
+    if rng.random() < 0.3:
+        kw.setdefault("labels", {})["rtd"] = rng.integers(0, 2, n).astype(np.int32)
+    for f in ("positions", "types", "langs", "block_positions", "order"):
+        if rng.random() < 0.15:
+            kw[f] = rng.permutation(n).astype(np.int32) if f == "order" else rng.integers(0, 5, n).astype(np.int32)
+    if rng.random() < 0.2:
+        kw["targets"] = {"v": np.where(rng.random(n) < 0.5, rng.random(n), np.nan).astype(np.float32)}
+    if rng.random() < 0.2:
+        kw.setdefault("targets", {})["w"] = rng.random((n, 3)).astype(np.float32)
+    if rng.random() < 0.4:
+        part = kw.get("parts", np.zeros(n, int))
+        recs = []
+        for _ in range(int(rng.integers(0, 4))):
+            a = int(rng.integers(n))
+            recs.append(sorted([a, int(rng.choice(np.flatnonzero(part == part[a])))]) if rng.random() < 0.8 else [-1, -1])
+        kw["pointers"] = {"span": np.array(recs, np.int64).reshape(-1, 2)}
+    scalars = {}
+    if rng.random() < 0.5:
+        k = int(kw["parts"][-1]) + 1 if "parts" in kw else 1
+        scalars["pair"] = [int(x) for x in rng.integers(0, 10**12, k)] if rng.random() < 0.7 else int(rng.integers(9))
+    if rng.random() < 0.3:
+        scalars["nsp"] = int(rng.integers(2))
+    return Example(ids, rng.random(n) < 0.5, scalars=scalars, **kw)
+
+
+def test_rows_equal_the_per_document_reference():
+    """pack builds the columns of all rows at once; every row equals the one-document-at-a-time
+    construction (_reference_row over the same bins): same columns, order, dtypes and values, for
+    random Examples of every field, every long-document mode and one document per row."""
+    rng = np.random.default_rng(0)
+    n_rows = 0
+    for trial in range(300):
+        exs = [_random_example(rng) for _ in range(int(rng.integers(1, 40)))]
+        seq = int(rng.choice([16, 64, 128, 256]))
+        long, rows_mode = str(rng.choice(["split", "truncate", "stride:8"])), str(rng.choice(["packed", "document"]))
+        got = pack(exs, seq, 1, long, rows_mode)
+        docs = split_long(exs, seq, long)
+        bins = best_fit([len(d) for d in docs], seq) if rows_mode == "packed" else [[i] for i in range(len(docs))]
+        keys = (sorted({k for d in docs for k in d.labels}), {k: p.shape[1:] for d in docs for k, p in d.pointers.items()},
+                sorted({k for d in docs for k in d.scalars}),
+                tuple(f for f in ("block_positions", "types", "langs", "order") if any(getattr(d, f) is not None for d in docs)),
+                {k: v.shape[1:] for d in docs for k, v in d.targets.items()})
+        assert len(got) == len(bins)
+        for row, b in zip(got, bins):
+            want = _reference_row([docs[i] for i in b], seq, 1, *keys)
+            assert list(row) == list(want)
+            for k in want:
+                assert row[k].dtype == want[k].dtype and row[k].shape == want[k].shape, (trial, k)
+                assert np.array_equal(row[k], want[k], equal_nan=want[k].dtype.kind == "f"), (trial, k)
+            n_rows += 1
+    assert n_rows > 1000

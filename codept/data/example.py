@@ -46,10 +46,15 @@ IGNORE = -100
 TOKEN_FIELDS = ("positions", "block_positions", "types", "langs", "order")  # optional (T,) int fields
 
 
+_UNSIGNED = {n: np.dtype(f"u{n}") for n in (1, 2, 4, 8)}  # same-width unsigned dtypes, by itemsize
+_PLAIN = frozenset({int, bool, float, np.int64, np.int32})  # element types that are never a sequence
+
+
 def _is_seq(v) -> bool:
     """A per-part scalar (list / tuple / 1-D array) rather than one int."""
     if isinstance(v, (list, tuple)):  # np.ndim would copy the list into an array first
-        return not any(isinstance(x, (list, tuple, np.ndarray)) for x in v)
+        # the element types in C first (a list of ints: one set), the per-element check otherwise
+        return set(map(type, v)) <= _PLAIN or not any(isinstance(x, (list, tuple, np.ndarray)) for x in v)
     return not isinstance(v, (int, np.integer)) and np.ndim(v) == 1
 
 
@@ -86,19 +91,27 @@ class Example:
                 raise ValueError(f"targets[{k!r}] has shape {v.shape} / dtype {v.dtype}: expected ({t},) or ({t}, m) floats")
         if self.parts is not None:
             self._check_parts(t)
+        if not self.scalars:
+            return
         k = self.n_parts
         for name, v in self.scalars.items():
-            if _is_seq(v) and len(v) != k:
-                raise ValueError(f"scalars[{name!r}] has {len(v)} values for {k} parts; give one per part or one int")
-            if not _is_seq(v) and np.ndim(v) != 0:
+            if _is_seq(v):
+                if len(v) != k:
+                    raise ValueError(f"scalars[{name!r}] has {len(v)} values for {k} parts; give one per part or one int")
+            elif np.ndim(v) != 0:
                 raise ValueError(f"scalars[{name!r}] has shape {np.shape(v)}: expected an int or one value per part")
 
     def _check_parts(self, t: int) -> None:
         p = self.parts
         if p.shape != (t,):
             raise ValueError(f"parts has shape {p.shape}, input_ids has {t} tokens")
-        d = p[1:] - p[:-1]
-        if t and (p[0] != 0 or ((d < 0) | (d > 1)).any()):
+        if t > 1 and p.dtype.kind in "iu":  # every step 0 or 1 <=> each step, read unsigned, is <= 1 (one max)
+            d = p[1:] - p[:-1]
+            bad = p[0] != 0 or d.view(_UNSIGNED[d.itemsize]).max() > 1
+        else:
+            d = p[1:] - p[:-1]
+            bad = t and (p[0] != 0 or ((d < 0) | (d > 1)).any())
+        if bad:
             raise ValueError("parts must start at 0 and step by 0 or 1 (non-decreasing, no empty part), "
                              f"got {p[:8].tolist()}...")
         for name, ptr in self.pointers.items():

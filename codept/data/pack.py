@@ -35,7 +35,8 @@ Algorithm (:func:`pack`):
      free space that still fits it, else to a new row. A sorted list of free capacities makes each
      placement O(log R) plus an O(R) list insert.
   3. Rows are emitted in creation order, documents inside a row in placement order, so the output is
-     a pure function of the input list.
+     a pure function of the input list. The token columns of all rows of one call are built at once
+     (:func:`_rows`: one concatenation per column); a row's arrays are rows of those (R, L) arrays.
 Utilisation on function-level code at seq 512 is measured by benchmarks/bench_packing.py. Not
 covered: packing across buffers (a document never waits for a later buffer); :func:`unpack` inverts
 packing per segment, so a multi-part example comes back as its k parts.
@@ -142,13 +143,21 @@ def pack(examples: list[Example], seq_len: int, pad_id: int, long: str = "split"
         raise ValueError(f"rows={rows!r}: expected 'packed' (best-fit, per-document attention) or 'document'")
     docs = split_long(examples, seq_len, long)
     bins = best_fit([len(d) for d in docs], seq_len) if rows == "packed" else [[i] for i in range(len(docs))]
-    label_keys = sorted({k for d in docs for k in d.labels})
-    ptr_tails = {k: p.shape[1:] for d in docs for k, p in d.pointers.items()}  # record shape per key
-    scalar_keys = sorted({k for d in docs for k in d.scalars})
-    keys = _Keys(label_keys, ptr_tails, scalar_keys,
-                 token=tuple(f for f in OPTIONAL_TOKEN_COLUMNS if any(getattr(d, f) is not None for d in docs)),
-                 targets={k: v.shape[1:] for d in docs for k, v in d.targets.items()})
-    return [_row([docs[i] for i in b], seq_len, pad_id, keys) for b in bins]
+    labels, ptr_tails, scalars, token, targets = set(), {}, set(), set(), {}  # the union over the documents
+    for d in docs:
+        if d.labels:
+            labels.update(d.labels)
+        if d.pointers:
+            ptr_tails.update((k, p.shape[1:]) for k, p in d.pointers.items())  # record shape per key
+        if d.scalars:
+            scalars.update(d.scalars)
+        if d.targets:
+            targets.update((k, v.shape[1:]) for k, v in d.targets.items())
+        for f in OPTIONAL_TOKEN_COLUMNS:
+            if getattr(d, f) is not None:
+                token.add(f)
+    keys = _Keys(sorted(labels), ptr_tails, sorted(scalars), tuple(f for f in OPTIONAL_TOKEN_COLUMNS if f in token), targets)
+    return _rows([[docs[i] for i in b] for b in bins], seq_len, pad_id, keys)
 
 
 class _Keys:
@@ -158,65 +167,109 @@ class _Keys:
         self.labels, self.ptr_tails, self.scalars, self.token, self.targets = labels, ptr_tails, scalars, token, targets
 
 
-def _row(docs: list[Example], seq_len: int, pad_id: int, keys: _Keys) -> dict:
-    label_keys, ptr_tails, scalar_keys = keys.labels, keys.ptr_tails, keys.scalars
-    row = {
-        "input_ids": np.full(seq_len, pad_id, dtype=np.int32),
-        "segment_ids": np.zeros(seq_len, dtype=np.int32),
-        "positions": np.zeros(seq_len, dtype=np.int32),
-        "prefix": np.zeros(seq_len, dtype=bool),
-    }
-    for k in label_keys:
-        row[f"labels.{k}"] = np.full(seq_len, IGNORE, dtype=np.int32)
+def _rows(bins: list[list[Example]], seq_len: int, pad_id: int, keys: _Keys) -> list[dict]:
+    """One row per bin, its documents in bin order. The token columns of all rows are built at
+    once: each column is one concatenation, in row-major order, of every document's values (a
+    column's fill where a document does not set it) and of every row's padding, read as (R,
+    seq_len). Segment ids: 1 + the parts of the row's earlier documents + the token's part;
+    positions restart at every segment's first token (0 on padding) unless a document gives its
+    own. Pointer records and scalars are gathered per document. A row's columns are rows of those
+    (R, seq_len) arrays."""
+    L, n_rows = seq_len, len(bins)
+    if not n_rows:
+        return []
+    items, lens, bases, starts = [], [], [], []  # row-major: each document, then its row's padding (None)
+    for b in bins:
+        used, base = 0, 1
+        for d in b:
+            n, k = len(d), d.n_parts
+            items.append(d)
+            lens.append(n)
+            bases.append(base)
+            starts.append(used)
+            used, base = used + n, base + k
+        if used > L:
+            raise ValueError(f"pack: a row of {used} tokens > seq_len={L}")
+        if used < L:
+            items.append(None)
+            lens.append(L - used)
+            bases.append(0)
+            starts.append(used)
+
+    def column(value, fill: np.ndarray, dtype) -> np.ndarray:
+        """(R, L, ...) from value(d) per document (None: `fill`, as on padding)."""
+        pieces = []
+        for d, n in zip(items, lens):
+            v = None if d is None else value(d)
+            pieces.append(fill[:n] if v is None else v)
+        out = np.concatenate(pieces, dtype=dtype, casting="unsafe")
+        return out.reshape(n_rows, L, *out.shape[1:])
+
+    pad = np.full(L, pad_id, dtype=np.int32)
+    no = np.zeros(L, dtype=np.int32)
+    ids = column(lambda d: d.input_ids, pad, np.int32)
+    pre = column(lambda d: d.prefix, no.astype(bool), bool)
+    tok_seg = np.repeat(np.array(bases, dtype=np.int32), lens)  # every token's document's first segment
+    if any(d is not None and d.parts is not None for d in items):
+        tok_seg += column(lambda d: d.parts, no, np.int32).ravel()  # + its part
+    first = np.empty(n_rows * L, dtype=bool)  # a segment's first token (padding: every token, position 0)
+    first[:1] = True
+    np.not_equal(tok_seg[1:], tok_seg[:-1], out=first[1:])
+    sizes = np.asarray(lens)
+    first[(np.cumsum(sizes) - sizes)[sizes > 0]] = True  # every document's first token
+    first |= tok_seg == 0
+    at = np.arange(n_rows * L, dtype=np.int32)
+    pos = at - np.maximum.accumulate(np.where(first, at, 0))
+    offset = 0
+    for d, n in zip(items, lens):
+        if d is not None and d.positions is not None:
+            pos[offset: offset + n] = d.positions
+        offset += n
+    cols = {"input_ids": ids, "segment_ids": tok_seg.reshape(n_rows, L), "positions": pos.reshape(n_rows, L),
+            "prefix": pre}
+    ignore = np.full(L, IGNORE, dtype=np.int32)
+    for k in keys.labels:
+        cols[f"labels.{k}"] = column(lambda d: d.labels.get(k), ignore, np.int32)
+    ar = np.arange(L, dtype=np.int32)
     for f in keys.token:
-        row[f] = np.arange(seq_len, dtype=np.int32) if f == "order" else np.zeros(seq_len, dtype=np.int32)
+        if f != "order":
+            cols[f] = column(lambda d: getattr(d, f), no, np.int32)
+            continue
+        # order: the document's own + its first token's row index; elsewhere the row index
+        pieces = [ar[o: o + n] if d is None or d.order is None else d.order + o for d, n, o in zip(items, lens, starts)]
+        cols[f] = np.concatenate(pieces, dtype=np.int32, casting="unsafe").reshape(n_rows, L)
     for k, tail in keys.targets.items():
-        row[f"targets.{k}"] = np.full((seq_len, *tail), np.nan, dtype=np.float32)
+        cols[f"targets.{k}"] = column(lambda d: d.targets.get(k), np.full((L, *tail), np.nan, dtype=np.float32), np.float32)
+    ptr_tails, scalar_keys = keys.ptr_tails, keys.scalars
     ptr_keys = sorted(ptr_tails)
-    ptrs: dict[str, list] = {k: [] for k in ptr_keys}
-    ptr_segs: dict[str, list] = {k: [] for k in ptr_keys}
-    off, seg = 0, 1  # seg: segment id of the next document's first part
-    scalars: dict[str, list[int]] = {k: [] for k in scalar_keys}
-    for d in docs:
-        n = len(d)
-        sl = slice(off, off + n)
-        row["input_ids"][sl] = d.input_ids
-        row["prefix"][sl] = d.prefix
-        if d.parts is None:
-            row["segment_ids"][sl] = seg
-            row["positions"][sl] = np.arange(n)
-            tok_seg = None
-        else:  # each part its own segment, positions from 0 in each
-            bounds = d.part_bounds()
-            row["segment_ids"][sl] = seg + d.parts
-            row["positions"][sl] = np.arange(n) - bounds[d.parts]
-            tok_seg = seg + d.parts
-        if d.positions is not None:
-            row["positions"][sl] = d.positions
-        for f in keys.token:
-            v = getattr(d, f)
-            if v is not None:
-                row[f][sl] = v + off if f == "order" else v
-        for k, v in d.targets.items():
-            row[f"targets.{k}"][sl] = v
-        for k, v in d.labels.items():
-            row[f"labels.{k}"][sl] = v
+    out, j = [], 0
+    for r, b in enumerate(bins):
+        row = {name: col[r] for name, col in cols.items()}
+        ptrs: dict[str, list] = {k: [] for k in ptr_keys}
+        ptr_segs: dict[str, list] = {k: [] for k in ptr_keys}
+        scalars: dict[str, list[int]] = {k: [] for k in scalar_keys}
+        for d in b:
+            off, seg = starts[j], bases[j]
+            j += 1
+            if d.pointers:
+                tok_part = None if d.parts is None else seg + d.parts
+                for k in ptr_keys:
+                    p = d.pointers.get(k)
+                    if p is not None and len(p):
+                        ptrs[k].append(np.where(p >= 0, p + off, -1))
+                        ptr_segs[k].append(np.full(len(p), seg, dtype=np.int32) if tok_part is None
+                                           else _record_segments(p, tok_part, seg))
+            for k in scalar_keys:
+                scalars[k].extend(d.scalar_of_parts(k) if k in d.scalars else [IGNORE] * d.n_parts)
+        if j < len(items) and items[j] is None:
+            j += 1  # the row's padding
         for k in ptr_keys:
-            p = d.pointers.get(k)
-            if p is not None and len(p):
-                ptrs[k].append(np.where(p >= 0, p + off, -1))
-                ptr_segs[k].append(np.full(len(p), seg, dtype=np.int32) if tok_seg is None
-                                   else _record_segments(p, tok_seg, seg))
+            row[f"ptr.{k}"] = np.concatenate(ptrs[k]).astype(np.int64) if ptrs[k] else np.zeros((0, *ptr_tails[k]), np.int64)
+            row[f"ptr_seg.{k}"] = np.concatenate(ptr_segs[k]) if ptr_segs[k] else np.zeros(0, np.int32)
         for k in scalar_keys:
-            scalars[k].extend(d.scalar_of_parts(k) if k in d.scalars else [IGNORE] * d.n_parts)
-        off += n
-        seg += d.n_parts
-    for k in ptr_keys:
-        row[f"ptr.{k}"] = np.concatenate(ptrs[k]).astype(np.int64) if ptrs[k] else np.zeros((0, *ptr_tails[k]), np.int64)
-        row[f"ptr_seg.{k}"] = np.concatenate(ptr_segs[k]) if ptr_segs[k] else np.zeros(0, np.int32)
-    for k in scalar_keys:
-        row[f"scalar.{k}"] = np.array(scalars[k], dtype=np.int64)
-    return row
+            row[f"scalar.{k}"] = np.array(scalars[k], dtype=np.int64)
+        out.append(row)
+    return out
 
 
 def _record_segments(p: np.ndarray, tok_seg: np.ndarray, first: int) -> np.ndarray:

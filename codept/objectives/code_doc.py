@@ -43,8 +43,11 @@
    Needs another documented definition in the file; without one the pair has no negatives.
 6. Optional MLM on the code part (``mlm_rate`` > 0: select.random_tokens + render.bert_80_10_10,
    labels ``mlm``, IGNORE on the doc part). Off by default: no ``mlm`` labels at all.
-Cost: O(F + the kept tokens) NumPy slicing per document, no string work (with the field; a
-regex pass per doc otherwise), one Example per group (benchmarks/bench_code_objectives.py).
+Cost: O(F + the kept tokens) NumPy work per document, no string work (with the field; a regex pass
+per doc otherwise), one Example per group (benchmarks/bench_code_objectives.py). The default path
+(summaries field, no MLM, no negatives) computes every pair's sides of a read as index ranges and
+gathers all their tokens at once, each group's Example a slice of it; MLM and hard negatives build
+each pair's sides (``_pair``), the reference the default path equals (tests).
 Not covered: the whitespace the removed docstring leaves behind (an empty line stays in the code);
 negatives beyond the micro-step of all ranks (the head's limit); the summary's limits
 (codept.structure.summary). "summary" against "raw" was measured (single process, 16 rows of 256, 200 steps,
@@ -69,6 +72,7 @@ from codept.structure.kinds import DEFINITION_KINDS
 from codept.structure.summary import SUMMARY_CAP, summary_tokens  # noqa: F401 (summary_tokens re-exported)
 
 PID_BITS = 62  # 2 * pid + 1 < 2**63: the pair keys fit int64
+_UNIT_PATH = False  # tests: True makes the default path build per-pair units too (the reference of the fast path)
 DOC_MODES = ("summary", "raw")
 
 
@@ -117,12 +121,14 @@ class Config:
 def candidates(functions: np.ndarray, kind_ids: np.ndarray) -> np.ndarray:
     """Rows of `functions` (F, 7) eligible for a pair: kind allowed, a non-empty doc, and code left
     after the doc's tokens are removed from the definition."""
-    f = functions.reshape(-1, 7).astype(np.int64)
-    s, e, ds, de = f[:, 1], f[:, 2], f[:, 5], f[:, 6]
-    overlap = np.clip(np.minimum(e, de) - np.maximum(s, ds), 0, None)
     allowed = np.zeros(len(DEFINITION_KINDS), dtype=bool)  # a look-up table: np.isin costs more on a few rows
     allowed[np.asarray(kind_ids, dtype=np.int64)] = True
-    ok = allowed[np.clip(f[:, 0], 0, len(allowed) - 1)] & (f[:, 0] < len(allowed)) & (ds >= 0) & (de > ds) & (e - s - overlap > 0)
+    f = functions.reshape(-1, 7)
+    if not len(f):
+        return np.zeros(0, dtype=np.intp)
+    kind, s, e, ds, de = f.T[[0, 1, 2, 5, 6]].astype(np.int64)
+    overlap = np.maximum(np.minimum(e, de) - np.maximum(s, ds), 0)  # np.clip costs more on a few rows
+    ok = allowed[np.minimum(np.maximum(kind, 0), len(allowed) - 1)] & (kind < len(allowed)) & (ds >= 0) & (de > ds) & (e - s > overlap)
     return np.flatnonzero(ok)
 
 
@@ -139,18 +145,28 @@ class _Unit:
         return sum(len(x) for x in self.sides)
 
 
+def _group_sizes(lens: list[int], max_tokens: int) -> list[int]:
+    """Sizes of the groups of consecutive units of lengths `lens`, at most `max_tokens` tokens each
+    (a longer unit alone); 0 = one each."""
+    if max_tokens == 0:
+        return [1] * len(lens)
+    out, size, n = [], 0, 0
+    for x in lens:
+        if size and n + x > max_tokens:
+            out.append(size)
+            size, n = 0, 0
+        size += 1
+        n += x
+    return out + [size] if size else out
+
+
 def _groups(units: list[_Unit], max_tokens: int) -> list[list[_Unit]]:
     """Consecutive units in groups of at most `max_tokens` tokens (a longer unit alone); 0 = one each."""
-    if max_tokens == 0:
-        return [[u] for u in units]
-    out, cur, n = [], [], 0
-    for u in units:
-        if cur and n + len(u) > max_tokens:
-            out.append(cur)
-            cur, n = [], 0
-        cur.append(u)
-        n += len(u)
-    return out + [cur] if cur else out
+    out, j = [], 0
+    for g in _group_sizes([len(u) for u in units], max_tokens):
+        out.append(units[j: j + g])
+        j += g
+    return out
 
 
 def _as_example(group: list[_Unit]) -> Example:
@@ -167,6 +183,7 @@ def _as_example(group: list[_Unit]) -> Example:
 def build(vocab: render.Vocab, cfg: Config = Config()):
     kind_ids = np.array([DEFINITION_KINDS.index(k) for k in cfg.kinds], dtype=np.int64)
     from_view = cfg.doc == "summary" and cfg.max_doc_tokens <= SUMMARY_CAP  # the view's summaries field serves
+    fast = from_view and cfg.mlm_rate == 0 and not cfg.hard_negatives and not _UNIT_PATH  # _fast_examples serves
 
     def code_doc(view, rng: np.random.Generator, ctx=None) -> Example | list[Example] | None:
         funcs = np.asarray(view.functions)
@@ -176,6 +193,8 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         if cfg.pairs == 1:
             return _one_pair(view, funcs, cand, rng)
         order = rng.permutation(cand)
+        if fast:
+            return _fast_examples(view, funcs, order, rng)
         docs = _doc_sides(view, funcs, order)  # row -> doc side, only rows with one
         rows = [r for r in order.tolist() if r in docs][: cfg.pairs or None]
         if not rows:
@@ -207,6 +226,52 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
                     u = _with_negatives(view, funcs, row, u, _doc_sides(view, funcs, cand), rng)
                 return _as_example([u])
         return None  # no doc with a word: no pair (the stream drops None)
+
+    def _fast_examples(view, funcs, order: np.ndarray, rng) -> list[Example] | None:
+        """The default path (doc sides from the view's summaries field, no MLM, no negatives) without
+        per-pair arrays: the same pairs, groups, keys and rng draws as ``_pair`` + ``_as_example``,
+        computed as index arithmetic over all pairs of the read, then one gather of every side's
+        tokens; each group's Example is slices of it (test_code_doc: test_fast_path_is_the_unit_path)."""
+        ids = np.asarray(view.input_ids)
+        summ = np.asarray(view.summaries).reshape(-1, 2)  # (K, 2): function row, token index; by row
+        lo = np.searchsorted(summ[:, 0], order, side="left")
+        hi = np.minimum(np.searchsorted(summ[:, 0], order, side="right"), lo + cfg.max_doc_tokens)
+        keep = hi > lo  # rows whose doc gives a (non-empty) doc side, in the order drawn
+        rows = order[keep][: cfg.pairs or None]
+        if not len(rows):
+            return None
+        pids = rng.integers(0, 2**PID_BITS, size=len(rows), dtype=np.int64).tolist()
+        lo, hi = lo[keep][: len(rows)], hi[keep][: len(rows)]
+        f = funcs[rows].astype(np.int64).reshape(-1, 7)
+        n, m = len(ids), cfg.max_code_tokens
+        s, e, ds, de = (np.minimum(f[:, c], n) for c in (1, 2, 5, 6))  # slicing clamps to the view's end
+        a, b = np.maximum(ds, s), np.minimum(de, e)  # the doc's tokens inside the definition (Python), else empty
+        inside = b > a
+        # code side (as _code_side): ids[s:a][:m] then ids[b:e] up to m in all; without a doc inside, ids[s:e][:m]
+        head = np.where(inside, np.minimum(a - s, m), np.minimum(e - s, m))
+        tail = np.where(inside, np.minimum(e - b, m - head), 0)
+        doc = hi - lo
+        lens = (doc + head + tail).tolist()
+        # pieces in row order (doc, code head, code tail per pair) as ranges of a virtual source: the
+        # summaries' token indices (0..K-1), then the view's tokens (K + i)
+        k = len(summ)
+        p_start = np.stack([lo, k + s, k + b], axis=1).ravel()
+        p_len = np.stack([doc, head, tail], axis=1).ravel()
+        total = sum(lens)
+        v = np.repeat(p_start - (np.cumsum(p_len) - p_len), p_len) + np.arange(total)
+        tokens = ids[np.where(v < k, summ[np.minimum(v, k - 1), 1], v - k)].astype(np.int32, copy=False)
+        prefix = np.ones(total, dtype=bool)
+        side_len = np.stack([doc, head + tail], axis=1).ravel()
+        groups = _group_sizes(lens, cfg.max_tokens)
+        first = np.repeat(np.cumsum([0, *groups[:-1]]) * 2, [2 * g for g in groups])  # first side of its group
+        parts = np.repeat((np.arange(len(side_len)) - first).astype(np.int32), side_len)
+        keys = [x for pid in pids for x in (2 * pid, 2 * pid + 1)]
+        out, j, t = [], 0, 0
+        for g in groups:
+            t1 = t + sum(lens[j: j + g])
+            out.append(Example(tokens[t:t1], prefix[t:t1], scalars={"pair": keys[2 * j: 2 * (j + g)]}, parts=parts[t:t1]))
+            j, t = j + g, t1
+        return out
 
     def _doc_sides(view, funcs, rows: np.ndarray) -> dict:
         """{row: doc side} for the `rows` whose doc gives one (non-empty), in the order of `rows`."""
