@@ -39,23 +39,19 @@ from codept.objectives.render import Vocab  # noqa: E402
 from codept.structure.grammar import SkipFile  # noqa: E402
 from codept.structure.view import build_view, views_to_table  # noqa: E402
 from codept.tokenizer import default_tokenizer_dir, load_tokenizer  # noqa: E402
+from codept.train.loop import row_settings  # noqa: E402
 
 CONTENDERS = {"dataflow": {}, "dataflow_edge": {}, "ident_rtd": {}, "ident_mask": {}, "code_doc": {}, "code_doc+hn": {"hard_negatives": True},
               "code_doc 1-pair": {"pairs": 1}, "mlm": {}}
 
 
 def settings(name: str, given: dict, seq: int, max_tokens: int | None) -> dict:
-    """The contender's objective settings at rows of `seq`, as the recipes derive them: a grouping
-    budget (``default_row_share``) not given is `max_tokens` if set, else lowered to share * seq; an
-    indivisible unit longer than the row (``unit_tokens``) gets the caps of ``fit_unit``."""
+    """The contender's objective settings at rows of `seq`, as the recipes derive them
+    (codept.train.loop.row_settings); `max_tokens` (if set) as if given."""
     cfg = OBJECTIVES[name][1]
-    out = dict(given)
-    share = getattr(cfg, "default_row_share", 0.0)
-    if share and "max_tokens" not in given:
-        out["max_tokens"] = max_tokens if max_tokens is not None else min(cfg().max_tokens, int(share * seq))
-    if hasattr(cfg, "unit_tokens") and cfg(**out).unit_tokens() > seq:
-        out.update(cfg(**out).fit_unit(seq))
-    return out
+    if not getattr(cfg, "whole_in_row", False):
+        return dict(given)
+    return row_settings(name, cfg, {**given, **({} if max_tokens is None else {"max_tokens": max_tokens})}, seq)
 
 
 def main() -> None:

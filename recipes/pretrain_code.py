@@ -288,12 +288,6 @@ def main(argv: list[str]) -> int:
         model = T.Transformer(model_cfg)
         net = Pretrainer(model, {h: build_head(h, model) for h in head_names})
         head_loaded = False
-        # output biases start at the targets' log frequencies (heads.init_output_priors), counted on the
-        # first global batch of a one-rank copy of the stream: the same values on every rank
-        first = L.packed(L.streams(corpora, mixture, vocab, settings.objectives), mixture, run.seed,
-                         E.World(0, 1, 0, world.backend), run.seq_len, vocab.pad_id, data.buffer)
-        rows = run.global_batch_rows or run.global_batch_tokens // run.seq_len
-        init_output_priors(net, [collate([next(first) for _ in range(rows)])])
     else:
         keep = {k: getattr(model_cfg, k) for k in ("dropout", "attention_dropout", "attention", "checkpointing")}
         model, model_cfg = init_from(init_dir, **keep)
@@ -302,6 +296,7 @@ def main(argv: list[str]) -> int:
                               f"or seq_len {run.seq_len} > max_positions {model_cfg.max_positions}")
         net = Pretrainer(model, {h: build_head(h, model) for h in head_names})
         head_loaded = "mlm" in net.heads and load_mlm_head(init_dir, net.heads["mlm"])
+    output_priors(net, corpora, mixture, vocab, settings, world, skip=("mlm",) if head_loaded else ())
     checkpoint.seed_all(run.seed, world.rank)  # distinct dropout streams per rank
     engine = E.build_engine(net, run, world)
     resume = checkpoint.load(engine, run.out_dir)
@@ -371,6 +366,17 @@ def _prepare_text(sources: str, tok_dir: Path, is_main: bool) -> str:
     """Rank 0 prepares the text sources (cached by content hash), then the others find the folder."""
     srcs = [x for x in sources.split(",") if x]
     return L.main_first(lambda progress: prepare_text(srcs, tokenizer_dir=tok_dir, progress=progress)["out"], is_main)
+
+
+def output_priors(net, corpora, mixture, vocab, settings, world, skip: tuple = ()) -> dict:
+    """Start the fresh token-level heads' output biases at their targets' log frequencies
+    (heads.init_output_priors), counted on the first global batch of a one-rank copy of the stream:
+    the same values on every rank. A resumed run overwrites them from its checkpoint."""
+    run, data = settings.run, settings.sections["data"]
+    first = L.packed(L.streams(corpora, mixture, vocab, settings.objectives), mixture, run.seed,
+                     E.World(0, 1, 0, world.backend), run.seq_len, vocab.pad_id, data.buffer)
+    rows = run.global_batch_rows or run.global_batch_tokens // run.seq_len
+    return init_output_priors(net, [collate([next(first) for _ in range(rows)])], skip=skip)
 
 
 def probe_scalars(probes: dict, engine, tokenizer, pcfg: ProbeConfig) -> dict:

@@ -249,6 +249,8 @@ def test_code_doc_group_budget_fits_the_row():
     assert s.objectives["code_doc"]["max_code_tokens"] == 96
     with pytest.raises(ConfigError, match=r"max_doc_tokens=32, max_code_tokens=128: .* up to 320 tokens > seq_len=256"):
         R.configure("debug_cpu", ["objective.code_doc.hard_negatives=true", "objective.code_doc.max_code_tokens=128"])
+    s, _ = R.configure("debug_cpu", ["seq_len=128", "objective.code_doc.max_doc_tokens=16"])  # the code cut
+    assert s.objectives["code_doc"] == {"max_doc_tokens": 16, "max_tokens": 64, "max_code_tokens": 112}  # is fitted
 
 
 @pytest.mark.slow

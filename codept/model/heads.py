@@ -273,8 +273,8 @@ class EdgeHead(nn.Module):
     anchor, a token joined to it (positive) and one that is not (negative), -1 where absent. A pair's
     logit is (W_q h_anchor) . (W_k h_other) / sqrt(C) + b (directed: anchor and other play different
     parts); the loss is the summed binary cross-entropy, each present pair one record. Accuracy:
-    logit > 0 agrees with the pair's label (the records hold as many positives as negatives, so 0.5
-    is chance). Only the K anchors and their pairs are projected: O(K C^2) per row."""
+    logit > 0 agrees with the pair's label (dataflow_edge draws one negative per positive, so about
+    0.5 is chance). Only the K anchors and their pairs are projected: O(K C^2) per row."""
 
     def __init__(self, model: Transformer, label: str = "dataflow_edge"):
         super().__init__()
@@ -300,7 +300,7 @@ class EdgeHead(nn.Module):
         c = hidden.shape[-1]
         h = hidden.gather(1, ptr.clamp(min=0).reshape(b, 3 * k, 1).expand(-1, -1, c)).reshape(b, k, 3, c)
         q, keys = self.query(h[:, :, 0]), self.key(h[:, :, 1:])  # (B, K, C), (B, K, 2, C)
-        logits = (q[:, :, None] * keys).sum(-1).float() / math.sqrt(c) + self.bias.float()  # (B, K, 2)
+        logits = (q.float()[:, :, None] * keys.float()).sum(-1) / math.sqrt(c) + self.bias.float()  # (B, K, 2)
         valid = self._present(ptr)
         target = torch.tensor([1.0, 0.0], device=logits.device).expand_as(logits)[valid]
         lg, n = logits[valid], valid.sum()
@@ -523,12 +523,14 @@ def target_counts(batch: dict, heads: dict[str, nn.Module]) -> dict[str, int]:
     return out
 
 
-def init_output_priors(pretrainer: "Pretrainer", batches: list[dict], smoothing: float = 1.0) -> dict[str, int]:
+def init_output_priors(pretrainer: "Pretrainer", batches: list[dict], skip: tuple = ()) -> dict[str, int]:
     """Start every token-level output bias at the log frequency of its targets in ``batches``
-    (add-``smoothing`` counts, centred): TokenClassifier (rtd, exec_lines) over its classes, LMHead
-    (mlm, lm, glm, plm, exec_values) over the vocabulary. Returns {head: targets counted}; a head
-    without targets keeps its zero bias. Staged heads (ELECTRA's generator, whose labels feed the
-    discriminator's) are left alone.
+    (centred): TokenClassifier (rtd, exec_lines) over its classes, LMHead (mlm, lm, glm, plm,
+    exec_values) over the vocabulary, each count plus min(1, N / K) for N targets over K outputs (a
+    batch of ~600 MLM targets over a 16 k vocabulary would otherwise be 97% smoothing). Returns
+    {head: targets counted}; a head without targets, or named in ``skip`` (e.g. a loaded pretrained
+    head), keeps its bias. ELECTRA's staged heads are left alone: the generator, and the
+    discriminator whose labels (``rtd_field``) the generator's stage writes.
     Why: with a zero bias a head starts at p = 1/K, and AdamW moves a bias by about lr per step, so
     the label prior (ident_rtd: 3% renamed tokens, a 3.5-nat logit gap) is fitted faster through the
     encoder, by one shared direction in every token, which the post-LN blocks turn into constant final
@@ -538,10 +540,11 @@ def init_output_priors(pretrainer: "Pretrainer", batches: list[dict], smoothing:
     staged = {getattr(h, "rtd_field", None) for h in pretrainer.heads.values() if hasattr(h, "stage")}
     out = {}
     for name, head in pretrainer.heads.items():
-        if hasattr(head, "stage") or head.field in staged or not isinstance(head, (TokenClassifier, LMHead)):
+        if (name in skip or hasattr(head, "stage") or head.field in staged
+                or not isinstance(head, (TokenClassifier, LMHead))):
             continue
         bias = head.out.bias if isinstance(head, TokenClassifier) else head.bias
-        counts = torch.full(bias.shape, float(smoothing), dtype=torch.float64)
+        counts = torch.zeros(bias.shape, dtype=torch.float64)
         n = 0
         for b in batches:
             if head.field not in b:
@@ -552,6 +555,7 @@ def init_output_priors(pretrainer: "Pretrainer", batches: list[dict], smoothing:
             n += len(t)
         if n == 0:
             continue
+        counts += min(1.0, n / len(counts))
         logp = (counts / counts.sum()).log()
         with torch.no_grad():
             bias.copy_((logp - logp.mean()).to(bias.dtype))

@@ -134,6 +134,33 @@ def heads_of(mixture: list[tuple[str, float]]) -> list[str]:
     return sorted({h for key, _ in mixture for h in HEADS_OF[objective_of(key)]})
 
 
+def row_settings(name: str, cfg, given: dict, seq_len: int) -> dict:
+    """The settings of a whole-in-row objective at rows of ``seq_len``: ``given``, plus a grouping
+    budget not given lowered to ``default_row_share`` x seq_len, plus, when one indivisible example
+    (``unit_tokens``) is longer than the row, the caps of ``fit_unit`` that were not given. A given
+    value that cannot fit is a ConfigError naming it."""
+    out = dict(given)
+    n = given.get("max_tokens", cfg().max_tokens)
+    share = getattr(cfg, "default_row_share", 0.0)  # a budget, not a shape: fit a share of the row
+    if share and "max_tokens" not in given and n > int(share * seq_len):
+        out["max_tokens"] = int(share * seq_len)
+    elif n > seq_len:
+        raise ConfigError(f"objective.{name}.max_tokens={n} > seq_len={seq_len}: packing would split "
+                          f"its examples; set objective.{name}.max_tokens<={seq_len}")
+    if not hasattr(cfg, "unit_tokens"):
+        return out
+    cur = cfg(**out)  # a piece no grouping can shrink (code_doc: a pair and its negatives)
+    if cur.unit_tokens() > seq_len:
+        out.update({k: v for k, v in cur.fit_unit(seq_len).items() if k not in given})
+        cur = cfg(**out)
+    if (unit := cur.unit_tokens()) > seq_len:
+        caps = ", ".join(f"{k}={getattr(cur, k)}" for k in cfg.unit_fields)
+        raise ConfigError(f"objective.{name} with {caps}: one indivisible example is up to {unit} tokens > "
+                          f"seq_len={seq_len}; packing would cut it ({name}'s Config.unit_tokens): "
+                          "raise seq_len or lower those caps")
+    return out
+
+
 def configure(items: list[str], run: RunConfig, sections: dict,
               corpora: dict[str, str] | None = None) -> tuple[Settings, list[tuple[str, float]]]:
     """(settings, mixture) of a recipe: ``sections`` maps prefixes to the preset's dataclasses and
@@ -144,27 +171,10 @@ def configure(items: list[str], run: RunConfig, sections: dict,
     mixture = parse_mixture(s.sections["data"].mixture, corpora)
     names = [objective_of(k) for k, _ in mixture]
     for name in names:  # GLM / PLM examples are whole (part B needs part A; an order needs its start)
-        cfg = objectives[name]
-        if getattr(cfg, "whole_in_row", False):
-            given = dict(s.objectives.get(name, {}))  # as the user gave them
-            n = given.get("max_tokens", cfg().max_tokens)
-            share = getattr(cfg, "default_row_share", 0.0)  # a budget, not a shape: fit a share of the row
-            if share and "max_tokens" not in given and n > int(share * s.run.seq_len):
-                s.objectives.setdefault(name, {})["max_tokens"] = int(share * s.run.seq_len)
-            elif n > s.run.seq_len:
-                raise ConfigError(f"objective.{name}.max_tokens={n} > seq_len={s.run.seq_len}: packing would split "
-                                  f"its examples; set objective.{name}.max_tokens<={s.run.seq_len}")
-            if not hasattr(cfg, "unit_tokens"):
-                continue
-            cur = cfg(**s.objectives.get(name, {}))  # a piece no grouping can shrink (code_doc: a pair + negatives)
-            if cur.unit_tokens() > s.run.seq_len and not set(given) & set(cfg.unit_fields):
-                s.objectives.setdefault(name, {}).update(cur.fit_unit(s.run.seq_len))  # unless given: fit the row
-                cur = cfg(**s.objectives[name])
-            if (unit := cur.unit_tokens()) > s.run.seq_len:
-                caps = ", ".join(f"{k}={getattr(cur, k)}" for k in cfg.unit_fields)
-                raise ConfigError(f"objective.{name} with {caps}: one indivisible example is up to {unit} tokens > "
-                                  f"seq_len={s.run.seq_len}; packing would cut it ({name}'s Config.unit_tokens): "
-                                  "raise seq_len or lower those caps")
+        if getattr(objectives[name], "whole_in_row", False):
+            fitted = row_settings(name, objectives[name], s.objectives.get(name, {}), s.run.seq_len)
+            if fitted:
+                s.objectives[name] = fitted
     extra = sorted(set(s.objectives) - set(names))
     if extra:
         raise ConfigError(f"objective settings for {extra}, which data.mixture={s.sections['data'].mixture!r} "
