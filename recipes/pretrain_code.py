@@ -9,8 +9,11 @@ a summary. Steps:
   1. join the process group; rank 0 prepares the views (codept.prepare, cached), the others wait;
   2. one stream per rank: objectives x views, exact mixture, best-fit packing (codept.data.stream);
      fixed held-out validation rows from the files the in-domain probe holds out (never trained on);
-  3. model + heads (codept.model), DeepSpeed engine with batch/optimizer/schedule derived from the
-     RunConfig (codept.train.config / engine); resume from ``out_dir/latest`` if present;
+  3. model + heads (codept.model); the fresh token-level heads' output biases start at the log
+     frequencies of their targets in the first global batch (codept.model.heads.init_output_priors:
+     from zero biases the label prior was fitted through the encoder, collapsing it); DeepSpeed engine
+     with batch/optimizer/schedule derived from the RunConfig (codept.train.config / engine); resume
+     from ``out_dir/latest`` if present;
   4. each optimizer step: k micro-batches of ``micro_batch_rows`` rows, loss = sum over heads of
      ``loss.<head>`` x the head's token mean over the whole step (codept.train.engine.train_step);
      checkpoints with the stream state and RNG;
