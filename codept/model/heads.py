@@ -190,15 +190,21 @@ class PairClassifier(nn.Module):
         return _classify(logits, labels[valid], valid.sum(), metrics)
 
 
+def _query_key(head: nn.Module, model: Transformer, label: str):
+    """A pointer-style head's label, field ``ptr.<label>`` and query / key projections; its config."""
+    cfg = model.config
+    head.label, head.field = label, f"ptr.{label}"
+    head.query = nn.Linear(cfg.hidden, cfg.hidden)
+    head.key = nn.Linear(cfg.hidden, cfg.hidden)
+    return cfg
+
+
 class PointerHead(nn.Module):
     """Edges (src -> dst) scored by a bilinear form over the keys of src's document, or "none"."""
 
     def __init__(self, model: Transformer, label: str = "edge"):
         super().__init__()
-        cfg = model.config
-        self.label, self.field = label, f"ptr.{label}"
-        self.query = nn.Linear(cfg.hidden, cfg.hidden)
-        self.key = nn.Linear(cfg.hidden, cfg.hidden)
+        cfg = _query_key(self, model, label)
         # score of "src has no target"; (1,), not 0-dim: DeepSpeed's initial broadcast views every
         # parameter as bytes, which a 0-dim tensor refuses ("self.dim() cannot be 0")
         self.none = nn.Parameter(torch.zeros(1))
@@ -278,10 +284,7 @@ class EdgeHead(nn.Module):
 
     def __init__(self, model: Transformer, label: str = "dataflow_edge"):
         super().__init__()
-        cfg = model.config
-        self.label, self.field = label, f"ptr.{label}"
-        self.query = nn.Linear(cfg.hidden, cfg.hidden)
-        self.key = nn.Linear(cfg.hidden, cfg.hidden)
+        cfg = _query_key(self, model, label)
         self.bias = nn.Parameter(torch.zeros(1))  # (1,): see PointerHead.none
         _init(self, cfg.init_std)
 
