@@ -105,11 +105,10 @@ class Example:
         p = self.parts
         if p.shape != (t,):
             raise ValueError(f"parts has shape {p.shape}, input_ids has {t} tokens")
+        d = p[1:] - p[:-1]
         if t > 1 and p.dtype.kind in "iu":  # every step 0 or 1 <=> each step, read unsigned, is <= 1 (one max)
-            d = p[1:] - p[:-1]
             bad = p[0] != 0 or d.view(_UNSIGNED[d.itemsize]).max() > 1
         else:
-            d = p[1:] - p[:-1]
             bad = t and (p[0] != 0 or ((d < 0) | (d > 1)).any())
         if bad:
             raise ValueError("parts must start at 0 and step by 0 or 1 (non-decreasing, no empty part), "

@@ -240,35 +240,39 @@ def _rows(bins: list[list[Example]], seq_len: int, pad_id: int, keys: _Keys) -> 
         cols[f] = np.concatenate(pieces, dtype=np.int32, casting="unsafe").reshape(n_rows, L)
     for k, tail in keys.targets.items():
         cols[f"targets.{k}"] = column(lambda d: d.targets.get(k), np.full((L, *tail), np.nan, dtype=np.float32), np.float32)
-    ptr_tails, scalar_keys = keys.ptr_tails, keys.scalars
-    ptr_keys = sorted(ptr_tails)
     out, j = [], 0
     for r, b in enumerate(bins):
         row = {name: col[r] for name, col in cols.items()}
-        ptrs: dict[str, list] = {k: [] for k in ptr_keys}
-        ptr_segs: dict[str, list] = {k: [] for k in ptr_keys}
-        scalars: dict[str, list[int]] = {k: [] for k in scalar_keys}
-        for d in b:
-            off, seg = starts[j], bases[j]
-            j += 1
-            if d.pointers:
-                tok_part = None if d.parts is None else seg + d.parts
-                for k in ptr_keys:
-                    p = d.pointers.get(k)
-                    if p is not None and len(p):
-                        ptrs[k].append(np.where(p >= 0, p + off, -1))
-                        ptr_segs[k].append(np.full(len(p), seg, dtype=np.int32) if tok_part is None
-                                           else _record_segments(p, tok_part, seg))
-            for k in scalar_keys:
-                scalars[k].extend(d.scalar_of_parts(k) if k in d.scalars else [IGNORE] * d.n_parts)
-        if j < len(items) and items[j] is None:
-            j += 1  # the row's padding
-        for k in ptr_keys:
-            row[f"ptr.{k}"] = np.concatenate(ptrs[k]).astype(np.int64) if ptrs[k] else np.zeros((0, *ptr_tails[k]), np.int64)
-            row[f"ptr_seg.{k}"] = np.concatenate(ptr_segs[k]) if ptr_segs[k] else np.zeros(0, np.int32)
-        for k in scalar_keys:
-            row[f"scalar.{k}"] = np.array(scalars[k], dtype=np.int64)
+        row.update(_records(b, starts[j: j + len(b)], bases[j: j + len(b)], keys))
+        j += len(b) + (j + len(b) < len(items) and items[j + len(b)] is None)  # + the row's padding
         out.append(row)
+    return out
+
+
+def _records(docs: list[Example], starts: list[int], bases: list[int], keys: _Keys) -> dict:
+    """A row's pointer records (shifted to row coordinates, with their segments) and per-segment
+    scalars, from its documents placed at `starts` with first segments `bases`."""
+    ptr_keys = sorted(keys.ptr_tails)
+    ptrs: dict[str, list] = {k: [] for k in ptr_keys}
+    ptr_segs: dict[str, list] = {k: [] for k in ptr_keys}
+    scalars: dict[str, list[int]] = {k: [] for k in keys.scalars}
+    for d, off, seg in zip(docs, starts, bases):
+        if d.pointers:
+            tok_part = None if d.parts is None else seg + d.parts
+            for k in ptr_keys:
+                p = d.pointers.get(k)
+                if p is not None and len(p):
+                    ptrs[k].append(np.where(p >= 0, p + off, -1))
+                    ptr_segs[k].append(np.full(len(p), seg, dtype=np.int32) if tok_part is None
+                                       else _record_segments(p, tok_part, seg))
+        for k in keys.scalars:
+            scalars[k].extend(d.scalar_of_parts(k) if k in d.scalars else [IGNORE] * d.n_parts)
+    out = {}
+    for k in ptr_keys:
+        out[f"ptr.{k}"] = np.concatenate(ptrs[k]).astype(np.int64) if ptrs[k] else np.zeros((0, *keys.ptr_tails[k]), np.int64)
+        out[f"ptr_seg.{k}"] = np.concatenate(ptr_segs[k]) if ptr_segs[k] else np.zeros(0, np.int32)
+    for k in keys.scalars:
+        out[f"scalar.{k}"] = np.array(scalars[k], dtype=np.int64)
     return out
 
 

@@ -227,15 +227,20 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
                 return _as_example([u])
         return None  # no doc with a word: no pair (the stream drops None)
 
+    def _summary_ranges(view, rows: np.ndarray):
+        """The view's summaries (K, 2) (function row, token index; by row) and, per row, the range
+        [lo, hi) of its summary tokens, cut to max_doc_tokens (empty: no doc side)."""
+        summ = np.asarray(view.summaries).reshape(-1, 2)
+        lo = np.searchsorted(summ[:, 0], rows, side="left")
+        return summ, lo, np.minimum(np.searchsorted(summ[:, 0], rows, side="right"), lo + cfg.max_doc_tokens)
+
     def _fast_examples(view, funcs, order: np.ndarray, rng) -> list[Example] | None:
         """The default path (doc sides from the view's summaries field, no MLM, no negatives) without
         per-pair arrays: the same pairs, groups, keys and rng draws as ``_pair`` + ``_as_example``,
         computed as index arithmetic over all pairs of the read, then one gather of every side's
         tokens; each group's Example is slices of it (test_code_doc: test_fast_path_is_the_unit_path)."""
         ids = np.asarray(view.input_ids)
-        summ = np.asarray(view.summaries).reshape(-1, 2)  # (K, 2): function row, token index; by row
-        lo = np.searchsorted(summ[:, 0], order, side="left")
-        hi = np.minimum(np.searchsorted(summ[:, 0], order, side="right"), lo + cfg.max_doc_tokens)
+        summ, lo, hi = _summary_ranges(view, order)
         keep = hi > lo  # rows whose doc gives a (non-empty) doc side, in the order drawn
         rows = order[keep][: cfg.pairs or None]
         if not len(rows):
@@ -277,9 +282,7 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         """{row: doc side} for the `rows` whose doc gives one (non-empty), in the order of `rows`."""
         if not from_view:
             return {r: d for r in rows.tolist() if len(d := _doc_side(view, funcs, r))}
-        summ = np.asarray(view.summaries).reshape(-1, 2)  # (K, 2): function row, token index; by row
-        lo = np.searchsorted(summ[:, 0], rows, side="left")
-        hi = np.minimum(np.searchsorted(summ[:, 0], rows, side="right"), lo + cfg.max_doc_tokens)
+        summ, lo, hi = _summary_ranges(view, rows)
         ids = np.asarray(view.input_ids)
         tok = summ[:, 1]
         return {r: ids[tok[a:b]] for r, a, b in zip(rows.tolist(), lo.tolist(), hi.tolist()) if b > a}
