@@ -62,7 +62,7 @@ def model(vocab_size: int):
     import torch
 
     from codept.model import transformer as T
-    from codept.model.heads import Pretrainer, build_head
+    from codept.model.pretrainer import Pretrainer, build_head
 
     torch.manual_seed(0)
     m = T.Transformer(T.debug_cpu(vocab_size=vocab_size, dropout=0.0, attention_dropout=0.0))

@@ -102,7 +102,7 @@ def build_regime_net(regime: str, vocab_size: int, attention: str):
     import torch
 
     from codept.model import transformer as T
-    from codept.model.heads import Pretrainer, build_head
+    from codept.model.pretrainer import Pretrainer, build_head
     from codept.objectives import HEADS_OF
 
     objective, _, model_cfg = REGIMES[regime]
@@ -242,7 +242,7 @@ def build_net(vocab_size: int, attention: str, dropout: float = 0.0):
     import torch
 
     from codept.model import transformer as T
-    from codept.model.heads import Pretrainer, build_head
+    from codept.model.pretrainer import Pretrainer, build_head
 
     torch.manual_seed(0)
     m = T.Transformer(T.PRESETS[PRESET](vocab_size=vocab_size, max_positions=512, attention=attention,

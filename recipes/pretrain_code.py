@@ -10,7 +10,7 @@ a summary. Steps:
   2. one stream per rank: objectives x views, exact mixture, best-fit packing (codept.data.stream);
      fixed held-out validation rows from the files the in-domain probe holds out (never trained on);
   3. model + heads (codept.model); the fresh token-level heads' output biases start at the log
-     frequencies of their targets in the first global batch (codept.model.heads.init_output_priors:
+     frequencies of their targets in the first global batch (codept.model.pretrainer.init_output_priors:
      from zero biases the label prior was fitted through the encoder, collapsing it); DeepSpeed engine
      with batch/optimizer/schedule derived from the RunConfig (codept.train.config / engine); resume
      from ``out_dir/latest`` if present;
@@ -59,7 +59,7 @@ from codept.data.collate import collate  # noqa: E402
 from codept.data.sources import stdlib_files  # noqa: E402
 from codept.data.views import open_views  # noqa: E402
 from codept.model import transformer as T  # noqa: E402
-from codept.model.heads import Pretrainer, build_head, init_output_priors  # noqa: E402
+from codept.model.pretrainer import Pretrainer, build_head, init_output_priors  # noqa: E402
 from codept.model.hf import init_from, load_mlm_head  # noqa: E402
 from codept.objectives.render import Vocab  # noqa: E402
 from codept.probe import load_pairs  # noqa: E402
@@ -373,7 +373,7 @@ def _prepare_text(sources: str, tok_dir: Path, is_main: bool) -> str:
 
 def output_priors(net, corpora, mixture, vocab, settings, world, skip: tuple = ()) -> dict:
     """Start the fresh token-level heads' output biases at their targets' log frequencies
-    (heads.init_output_priors), counted on the first global batch of a one-rank copy of the stream:
+    (pretrainer.init_output_priors), counted on the first global batch of a one-rank copy of the stream:
     the same values on every rank. A resumed run overwrites them from its checkpoint."""
     run, data = settings.run, settings.sections["data"]
     first = L.packed(L.streams(corpora, mixture, vocab, settings.objectives), mixture, run.seed,

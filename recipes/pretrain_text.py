@@ -49,7 +49,7 @@ from codept.data.collate import collate  # noqa: E402
 from codept.data.pack import overlap_tokens, parse_long  # noqa: E402
 from codept.data.views import open_views, view_source  # noqa: E402
 from codept.model import transformer as T  # noqa: E402
-from codept.model.heads import Pretrainer, build_head  # noqa: E402
+from codept.model.pretrainer import Pretrainer, build_head  # noqa: E402
 from codept.model.hf import init_from, load_mlm_head  # noqa: E402
 from codept.objectives import build as build_objective  # noqa: E402
 from codept.objectives.render import Vocab  # noqa: E402

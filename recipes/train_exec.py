@@ -50,7 +50,7 @@ from codept.data.collate import collate
 from codept.data.example import IGNORE
 from codept.data.pack import pack
 from codept.exec.views import load_views, split_by_source
-from codept.model.heads import Pretrainer, build_head
+from codept.model.pretrainer import Pretrainer, build_head
 from codept.model.transformer import ModelConfig, Transformer
 from codept.objectives import HEADS_OF, build
 from codept.objectives.render import Vocab

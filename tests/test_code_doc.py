@@ -16,7 +16,7 @@ from codept.data.example import IGNORE, Example
 from codept.data.pack import pack, split_long, unpack
 from codept.data.sources import read_source, stdlib_files
 from codept.data.stream import Mixture, PackedStream, Source
-from codept.model import heads as H
+from codept.model import pretrainer as P
 from codept.model import transformer as T
 from codept.objectives import HEADS_OF, build
 from codept.objectives import code_doc
@@ -508,9 +508,9 @@ def test_contrastive_head_on_collated_pairs(mixed, small_tok):
     n_pairs = sum(e.parts is not None for e in mixed)
     torch.manual_seed(0)
     model = T.Transformer(T.tiny(vocab_size=small_tok.get_vocab_size(), max_positions=256))
-    heads = {h: H.build_head(h, model) for name in ("code_doc", "mlm") for h in HEADS_OF[name]}
+    heads = {h: P.build_head(h, model) for name in ("code_doc", "mlm") for h in HEADS_OF[name]}
     assert set(heads) == {"contrastive", "mlm"}
-    pre = H.Pretrainer(model, heads)
+    pre = P.Pretrainer(model, heads)
     out = pre(batch)
     loss, n = out["contrastive"]
     assert torch.isfinite(loss) and n.item() == n_pairs
@@ -580,7 +580,7 @@ def test_hard_negatives_are_unmatched_parts_of_the_row(small_tok):
     rows = pack(out, 256, pad_id=0)
     batch = collate(rows)
     model = T.Transformer(T.tiny(vocab_size=small_tok.get_vocab_size(), max_positions=256))
-    head = H.build_head("contrastive", model)
+    head = P.build_head("contrastive", model)
     assert head.count(batch) == 3  # the negatives match nothing
     hidden = model.encode(batch)
     z, key = head.embed(hidden, batch)

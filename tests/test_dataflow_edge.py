@@ -98,7 +98,7 @@ def test_records_survive_packing(small_tok, vocab):
 
 def test_edge_head_is_binary_cross_entropy_over_present_pairs():
     from codept.model import transformer as T
-    from codept.model.heads import build_head, target_counts
+    from codept.model.pretrainer import build_head, target_counts
 
     torch.manual_seed(0)
     m = T.Transformer(T.tiny(vocab_size=100))

@@ -105,7 +105,7 @@ def test_multi_pointer_loss_accepts_any_target():
 
 def _train(objective, views, heads, vocab_size, steps=40, seq=256):
     from codept.model import transformer as T
-    from codept.model.heads import Pretrainer, build_head
+    from codept.model.pretrainer import Pretrainer, build_head
 
     torch.manual_seed(0)
     m = T.Transformer(T.tiny(vocab_size=vocab_size, max_positions=seq))
@@ -137,7 +137,7 @@ def test_dataflow_loss_falls(code_views, small_tok, vocab):
 def test_multi_pointer_parameters_are_never_0_dim():
     """DeepSpeed broadcasts every parameter as bytes at start-up; a 0-dim one makes it fail."""
     from codept.model import transformer as T
-    from codept.model.heads import build_head
+    from codept.model.pretrainer import build_head
 
     head = build_head("dataflow", T.Transformer(T.tiny(vocab_size=100)))
     assert all(p.dim() > 0 for p in head.parameters())
@@ -148,7 +148,7 @@ def test_multi_pointer_parameters_are_never_0_dim():
 def test_multi_pointer_count_matches_n_valid(small_tok, vocab):
     """target_counts (the trainer's normaliser, fixed before the forward) must equal n_valid."""
     from codept.model import transformer as T
-    from codept.model.heads import build_head, target_counts
+    from codept.model.pretrainer import build_head, target_counts
 
     obj = build("dataflow", vocab, rate=1.0)
     exs = [obj(build_view("f.py", "python", SRC, small_tok), np.random.default_rng(i)) for i in range(3)]

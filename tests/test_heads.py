@@ -11,6 +11,7 @@ from codept.data.collate import collate
 from codept.data.example import IGNORE
 from codept.data.pack import pack
 from codept.model import heads as H
+from codept.model import pretrainer as P
 from codept.model import transformer as T
 from model_data import SEQ, real_examples
 
@@ -37,18 +38,18 @@ def model():
 
 
 def test_registry():
-    assert set(H.HEADS) == {"mlm", "lm", "rtd", "sop", "nsp", "edge", "contrastive", "sbo", "glm", "plm", "gen",
+    assert set(P.HEADS) == {"mlm", "lm", "rtd", "sop", "nsp", "edge", "contrastive", "sbo", "glm", "plm", "gen",
                             "exec_lines", "exec_values", "dataflow", "dataflow_edge"}
     m = T.Transformer(T.tiny())
-    for name in H.HEADS:
-        assert isinstance(H.build_head(name, m), torch.nn.Module)
+    for name in P.HEADS:
+        assert isinstance(P.build_head(name, m), torch.nn.Module)
     with pytest.raises(KeyError, match="unknown head"):
-        H.build_head("mlmm", m)
-    assert H.build_head("rtd", m, label="x", n_classes=3).out.out_features == 3
+        P.build_head("mlmm", m)
+    assert P.build_head("rtd", m, label="x", n_classes=3).out.out_features == 3
 
 
 def test_mlm_loss_is_sum_over_valid_tokens(model, batch):
-    head = H.build_head("mlm", model)
+    head = P.build_head("mlm", model)
     hidden = model.encode(batch)
     loss_sum, n = head(hidden, batch)
     labels = batch["labels.mlm"]
@@ -63,7 +64,7 @@ def test_micro_batches_add_up(model, rows):
     """Sums and counts over micro-batches equal the full batch's: normalising by the global count
     gives the full-batch token mean whatever the split."""
     full = collate(rows)
-    head = H.build_head("mlm", model)
+    head = P.build_head("mlm", model)
     with torch.no_grad():
         ls, n = head(model.encode(full), full)
         parts = [collate(rows[i:i + 1]) for i in range(len(rows))]
@@ -74,7 +75,7 @@ def test_micro_batches_add_up(model, rows):
 
 def test_causal_shift_stays_inside_documents(model, rows, examples):
     batch = collate(rows)
-    head = H.build_head("lm", model)
+    head = P.build_head("lm", model)
     tgt = head.targets(batch)
     seg, lab = batch["segment_ids"], batch["labels.lm"]
     b, t = seg.shape
@@ -100,7 +101,7 @@ def test_token_classifier_ignores(model, batch):
     rtd[:, :5] = 0
     rtd[batch["segment_ids"] == 0] = IGNORE
     b = dict(batch, **{"labels.rtd": rtd})
-    loss, n = H.build_head("rtd", model)(model.encode(b), b)
+    loss, n = P.build_head("rtd", model)(model.encode(b), b)
     assert n.item() == int((rtd != IGNORE).sum()) and torch.isfinite(loss)
 
 
@@ -114,7 +115,7 @@ def test_pair_classifier_reads_first_tokens(model, batch):
             assert first[i, s].item() == (idx[0].item() if len(idx) else seg.shape[1])
             if len(idx):
                 assert batch["positions"][i, first[i, s]].item() == 0
-    head = H.build_head("sop", model)
+    head = P.build_head("sop", model)
     loss, n = head(model.encode(batch), batch)
     assert n.item() == int((batch["scalar.sop"] != IGNORE).sum()) == 7
     lab = batch["scalar.sop"].clone()
@@ -125,7 +126,7 @@ def test_pair_classifier_reads_first_tokens(model, batch):
 
 def test_pointer_head(model, batch):
     ptr = batch["ptr.edge"]  # (B, K, 2), -1 padded
-    head = H.build_head("edge", model)
+    head = P.build_head("edge", model)
     hidden = model.encode(batch)
     loss, n = head(hidden, batch)
     assert n.item() == int((ptr[..., 0] >= 0).sum()) == 7 * 4
@@ -152,7 +153,7 @@ def test_contrastive_head(model, rows):
     remap = {0: 0, 1: 1, 2: 2, 3: 3, 4: 4, 5: IGNORE, 6: IGNORE}
     pair = pair.apply_(lambda v: remap.get(v, v))
     b = dict(batch, **{"scalar.pair": pair})
-    head = H.build_head("contrastive", model)
+    head = P.build_head("contrastive", model)
     hidden = model.encode(b)
     loss, n = head(hidden, b)
     assert n.item() == 2 and torch.isfinite(loss)
@@ -176,8 +177,8 @@ def test_contrastive_head(model, rows):
 def test_pretrainer_all_heads_backward(batch):
     torch.manual_seed(0)
     m = T.Transformer(T.tiny())
-    heads = {name: H.build_head(name, m) for name in ("mlm", "lm", "sop", "edge", "contrastive", "rtd")}
-    model = H.Pretrainer(m, heads)
+    heads = {name: P.build_head(name, m) for name in ("mlm", "lm", "sop", "edge", "contrastive", "rtd")}
+    model = P.Pretrainer(m, heads)
     out = model(batch)  # no labels.rtd in this batch: zero loss, zero count, still in the graph
     assert out["rtd"][1].item() == 0 and out["rtd"][0].item() == 0
     assert all(n.item() > 0 for name, (_, n) in out.items() if name != "rtd")
@@ -190,7 +191,7 @@ def test_pretrainer_all_heads_backward(batch):
 
 def test_empty_labels_give_zero_and_grads(model, batch):
     b = dict(batch, **{"labels.mlm": torch.full_like(batch["labels.mlm"], IGNORE)})
-    head = H.build_head("mlm", model)
+    head = P.build_head("mlm", model)
     hidden = model.encode(b)
     loss, n = head(hidden, b)
     assert loss.item() == 0 and n.item() == 0
@@ -284,7 +285,7 @@ def _with_rtd(batch):
 @pytest.mark.parametrize("name", ["mlm", "lm", "rtd", "sop", "edge"])
 def test_metrics_loss_equals_training_loss_and_hits_are_argmax(model, batch, name):
     torch.manual_seed(1)
-    head = H.build_head(name, model).eval()
+    head = P.build_head(name, model).eval()
     b = _with_rtd(batch)
     hidden = model.encode(b)
     loss, n = head(hidden, b)
@@ -304,7 +305,7 @@ def test_metrics_loss_equals_training_loss_and_hits_are_argmax(model, batch, nam
 
 
 def test_metrics_of_a_perfect_mlm_head_are_all_correct(model, batch):
-    head = H.build_head("mlm", model)
+    head = P.build_head("mlm", model)
     with torch.no_grad():
         head.bias.zero_()
         head.bias[batch["labels.mlm"][batch["labels.mlm"] != IGNORE][0]] = 1e4  # always predicts one id
@@ -318,7 +319,7 @@ def test_contrastive_metrics_retrieve_the_partner(model, rows):
     remap = {0: 0, 1: 1, 2: 2, 3: 3, 4: 4, 5: IGNORE, 6: IGNORE}
     pair = batch["scalar.pair"].clone().apply_(lambda v: remap.get(v, v))
     b = dict(batch, **{"scalar.pair": pair})
-    head = H.build_head("contrastive", model)
+    head = P.build_head("contrastive", model)
     hidden = model.encode(b)
     fake = torch.zeros_like(hidden)  # each pair on its own axis: the partner is the top-1 both ways
     seg = b["segment_ids"]
@@ -342,7 +343,7 @@ def test_contrastive_metrics_retrieve_the_partner(model, rows):
 def test_pretrainer_metrics_cover_every_head(batch):
     torch.manual_seed(0)
     m = T.Transformer(T.tiny())
-    model = H.Pretrainer(m, {n: H.build_head(n, m) for n in ("mlm", "contrastive", "rtd")}).eval()
+    model = P.Pretrainer(m, {n: P.build_head(n, m) for n in ("mlm", "contrastive", "rtd")}).eval()
     with torch.no_grad():
         out = model(batch, metrics=True)
         train = model(batch)

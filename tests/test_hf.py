@@ -15,8 +15,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from codept import tokenizer as ctok  # noqa: E402
 from codept.data.sources import stdlib_files  # noqa: E402
-from codept.model import heads as H  # noqa: E402
 from codept.model import hf  # noqa: E402
+from codept.model import pretrainer as P  # noqa: E402
 from codept.model import transformer as T  # noqa: E402
 
 transformers = pytest.importorskip("transformers")
@@ -45,7 +45,7 @@ def tok_dir(small_tok, tmp_path_factory):
 def exported(tok_dir, tmp_path_factory):
     torch.manual_seed(0)
     model = T.Transformer(T.tiny(vocab_size=2000)).eval()
-    head = H.build_head("mlm", model)
+    head = P.build_head("mlm", model)
     torch.nn.init.normal_(head.bias)  # nonzero so the comparison means something
     out = hf.export(model, tok_dir, tmp_path_factory.mktemp("export"), mlm_head=head)
     return model, head, out
@@ -93,7 +93,7 @@ def test_round_trip(exported):
     assert cfg.hidden == model.config.hidden and cfg.vocab_size == 2000
     for k, v in model.state_dict().items():
         assert torch.equal(back.state_dict()[k], v), k
-    head2 = H.build_head("mlm", back)
+    head2 = P.build_head("mlm", back)
     assert hf.load_mlm_head(out, head2) and torch.equal(head2.bias, head.bias)
     assert head2.decoder_weight is back.embed.tokens.weight
 
@@ -114,7 +114,7 @@ def test_minilm_import_matches_transformers():
     diff = (ours - theirs).abs().max().item()
     print(f"MiniLM import: max abs diff = {diff:.3g} (reference path {(ours_ref - theirs).abs().max().item():.3g})")
     assert diff < TOL and (ours_ref - theirs).abs().max().item() < TOL
-    assert not hf.load_mlm_head(path, H.build_head("mlm", model))  # a bare BertModel has no MLM head
+    assert not hf.load_mlm_head(path, P.build_head("mlm", model))  # a bare BertModel has no MLM head
 
 
 def test_roberta_position_offset(tmp_path):
@@ -128,7 +128,7 @@ def test_roberta_position_offset(tmp_path):
     assert ours_cfg.max_positions == 64 and ours_cfg.pad_id == 1
     model.eval()
     x = torch.randint(5, 300, (2, 64))  # no padding: RoBERTa's positions are 2.., ours 0..
-    head = H.build_head("mlm", model)
+    head = P.build_head("mlm", model)
     assert hf.load_mlm_head(tmp_path, head)
     with torch.no_grad():
         out = rob(input_ids=x, output_hidden_states=True)

@@ -132,11 +132,11 @@ def test_ident_rtd_loss_falls(small_tok, vocab):
 
 def test_output_priors_keep_the_encoder_from_collapsing(small_tok, vocab):
     """ident_rtd labels 3% of tokens 1: from a zero bias the prior is fitted through the encoder and
-    every final state becomes the same vector (heads.init_output_priors); from the log prior it is not."""
+    every final state becomes the same vector (pretrainer.init_output_priors); from the log prior it is not."""
     from codept.data.collate import collate
     from codept.data.stream import Mixture, PackedStream, Source
     from codept.model import transformer as T
-    from codept.model.heads import Pretrainer, build_head, init_output_priors
+    from codept.model.pretrainer import Pretrainer, build_head, init_output_priors
 
     views = [build_view(str(p), "python", read_source(p), small_tok) for p in stdlib_files()[40:56]
              if p.stat().st_size > 2000]

@@ -393,7 +393,7 @@ def test_resume_is_exact_for_static_and_scheduled_masks(code_views, text_views, 
 def _train(objective, views, heads, vocab_size, steps=30, seq=128):
     from codept.data.collate import collate
     from codept.model import transformer as T
-    from codept.model.heads import Pretrainer, build_head
+    from codept.model.pretrainer import Pretrainer, build_head
 
     torch.manual_seed(0)
     m = T.Transformer(T.tiny(vocab_size=vocab_size, max_positions=seq))

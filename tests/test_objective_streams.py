@@ -33,7 +33,7 @@ from codept.data.sources import read_source, stdlib_files
 from codept.data.stream import Mixture, PackedStream, Source
 from codept.data.views import view_source
 from codept.model import transformer as T
-from codept.model.heads import Pretrainer, build_head
+from codept.model.pretrainer import Pretrainer, build_head
 from codept.objectives import HEADS_OF, MODEL_OF, OBJECTIVES, VIEWS_OF, build
 from codept.objectives import ar, code_doc, dataflow_edge, nsp, wwm
 from codept.objectives.render import Vocab

@@ -7,7 +7,7 @@ import pytest
 
 from codept.data.example import IGNORE
 from codept.data.sources import read_source, stdlib_files
-from codept.model.heads import HEADS
+from codept.model.pretrainer import HEADS
 from codept.objectives import HEADS_OF, OBJECTIVES, VIEWS_OF, build
 from codept.objectives.render import Vocab
 from codept.objectives.select import budget, whole_spans

@@ -16,7 +16,7 @@ from codept.data.pack import pack
 from codept.data.sources import stdlib_files
 from codept.model import regimes
 from codept.model import transformer as T
-from codept.model.heads import Pretrainer, build_head, target_counts
+from codept.model.pretrainer import Pretrainer, build_head, target_counts
 from codept.objectives import HEADS_OF, LOSS_WEIGHTS_OF, OBJECTIVES, VIEWS_OF, build
 from codept.objectives import ar as AR
 from codept.objectives import glm as GLM

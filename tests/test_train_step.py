@@ -178,7 +178,7 @@ def test_bad_head_weights_are_refused_before_any_forward(weights, match):
 def test_evaluate_reports_per_head_loss_and_accuracy_in_eval_mode(byte_tok):
     from codept.data.collate import collate
     from codept.data.pack import pack
-    from codept.model import heads as H
+    from codept.model import pretrainer as P
     from codept.model import transformer as T
     from model_data import SEQ, real_examples
 
@@ -186,7 +186,7 @@ def test_evaluate_reports_per_head_loss_and_accuracy_in_eval_mode(byte_tok):
     batches = [collate(rows[:2]), collate(rows[2:])]
     torch.manual_seed(0)
     m = T.Transformer(T.configure(T.tiny(), dropout=0.3))
-    net = H.Pretrainer(m, {"mlm": H.build_head("mlm", m), "rtd": H.build_head("rtd", m)}).train()
+    net = P.Pretrainer(m, {"mlm": P.build_head("mlm", m), "rtd": P.build_head("rtd", m)}).train()
     logs = E.evaluate(FakeEngine(net, 1), batches, ["mlm", "rtd"])
     assert net.training  # mode restored
     net.eval()

@@ -1,6 +1,6 @@
 """Staged forwards: the training regimes that need more than one encoder pass, each one function.
 
-codept.model.heads.Pretrainer.forward calls :func:`stages` (before the encoder) and :func:`encode`
+codept.model.pretrainer.Pretrainer.forward calls :func:`stages` (before the encoder) and :func:`encode`
 (the encoder pass itself); a batch without the columns these look for runs exactly the one plain
 forward it always did.
 

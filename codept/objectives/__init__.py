@@ -6,7 +6,7 @@ with the same rng; None outside a stream). It returns the widened Example of cod
 ids + prefix, integer labels, float targets, pointers (several targets per record), per-document
 scalars, parts, and optional positions / block positions / types / langs / order. It composes a selector (select.py: WHERE) with a renderer (render.py:
 HOW). The registry is an explicit dict; a test checks it. ``HEADS_OF`` says which model heads
-(codept.model.heads.HEADS) each objective's labels train; recipes build heads from it.
+(codept.model.pretrainer.HEADS) each objective's labels train; recipes build heads from it.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ OBJECTIVES = {
     "translate": (translate.build, translate.Config),
 }
 
-# objective -> the heads (codept.model.heads.HEADS names) its labels train. code_doc's optional MLM
+# objective -> the heads (codept.model.pretrainer.HEADS names) its labels train. code_doc's optional MLM
 # on the code side (mlm_rate > 0) also feeds "mlm" when that head is built for another objective.
 HEADS_OF = {
     "mlm": ("mlm",),

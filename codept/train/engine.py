@@ -343,7 +343,7 @@ def evaluate(engine, batches: list[Mapping[str, torch.Tensor]], heads: list[str]
     """Per-head loss and accuracy of the model on fixed held-out micro-batches: ``{'val/<h>/loss',
     'val/<h>/acc', 'val/<h>/n'}``, global over all data-parallel ranks (sums of loss_sum, n_valid,
     correct, count, one all-reduce). Runs ``engine.module(batch, metrics=True)`` (a
-    codept.model.heads.Pretrainer) in eval mode under no_grad, then restores the mode. A collective:
+    codept.model.pretrainer.Pretrainer) in eval mode under no_grad, then restores the mode. A collective:
     every rank calls it with the same number of batches (ZeRO-3 gathers parameters in each forward,
     the contrastive head gathers rows). A head with no record is reported as nan."""
     module = engine.module

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from codept.model import hf
-from codept.model.heads import build_head
+from codept.model.pretrainer import build_head
 from codept.model.transformer import ModelConfig, Transformer
 from codept.train import checkpoint
 

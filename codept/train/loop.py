@@ -47,7 +47,7 @@ from typing import Callable
 from codept.data.collate import collate
 from codept.data.stream import Mixture, PackedStream
 from codept.data.views import view_source
-from codept.model.heads import HEADS, target_counts
+from codept.model.pretrainer import HEADS, target_counts
 from codept.objectives import HEADS_OF, LOSS_WEIGHTS_OF, MODEL_OF, OBJECTIVES, VIEWS_OF
 from codept.objectives import build as build_objective
 from codept.train import checkpoint
