@@ -21,7 +21,11 @@ of loader workers changes nothing.
    documents first; unshuffled, one objective could fill whole micro-batches); buffer ``k`` depends
    on nothing but ``k``. Its state is (buffer, rows already taken).
    ``loader(workers)`` hands whole buffers to torch DataLoader workers (buffer k -> worker k mod W);
-   DataLoader returns worker items round-robin, i.e. in buffer order, whatever W is.
+   DataLoader returns worker items round-robin, i.e. in buffer order, whatever W is. A buffer
+   travels as pickled NumPy rows (``collate_fn`` keeps them as they are): DataLoader's default
+   conversion made every row array a torch tensor shared through its own file descriptor, and a
+   buffer of 256 mlm documents on the stdlib ran past ``ulimit -n 1024`` ("Too many open files",
+   then a hang).
 Cost: pack time per buffer + the sources' ``make``. Not covered: weights that change mid-run
 (a new mixture = a new stream), sources that grow while training.
 """
@@ -166,6 +170,12 @@ class Mixture:
         return src.make(index, rng, Context(src, index, epoch, progress, self.seed))
 
 
+def _as_is(item):
+    """DataLoader collate_fn that keeps a worker's item as it is (NumPy rows, pickled through the
+    pipe) instead of converting each array to a tensor shared by file descriptor."""
+    return item
+
+
 class PackedStream:
     """Rows of ``seq_len`` packed from buffers of ``buffer`` mixture steps; resumable exactly."""
 
@@ -232,7 +242,7 @@ class PackedStream:
                     yield k, stream.rows_of_buffer(k)
                     k += nw
 
-        return tud.DataLoader(_Buffers(), batch_size=None, num_workers=workers,
+        return tud.DataLoader(_Buffers(), batch_size=None, num_workers=workers, collate_fn=_as_is,
                               persistent_workers=False, multiprocessing_context="fork" if workers else None)
 
     def iter_loader(self, workers: int) -> Iterator[dict]:
