@@ -149,7 +149,7 @@ def hf_dataset(views, mixture: str, vocab, seq_len: int, *, buffers: int, shards
 
 
 def _causal(label: str) -> bool:
-    from codept.model.heads import HEADS
+    from codept.model.pretrainer import HEADS
 
     make = HEADS.get(label)
     return bool(getattr(make, "keywords", {}).get("causal", False))

@@ -25,7 +25,7 @@ from codept.data.collate import collate  # noqa: E402
 from codept.data.sources import stdlib_files  # noqa: E402
 from codept.loader import packed_dataset  # noqa: E402
 from codept.model import transformer as T  # noqa: E402
-from codept.model.heads import Pretrainer, build_head  # noqa: E402
+from codept.model.pretrainer import Pretrainer, build_head  # noqa: E402
 from codept.objectives.render import Vocab  # noqa: E402
 from codept.prepare import load_views, prepare  # noqa: E402
 from codept.tokenizer import default_tokenizer_dir, load_tokenizer  # noqa: E402
