@@ -12,19 +12,19 @@ from codept.data.sources import read_source, stdlib_files
 from codept.structure import dataflow, grammar, kinds
 from codept.structure.view import resolve_identifiers
 
-_FUNCTION = kinds.FLOW_KIND_ID["function"]
+_UNITS = (kinds.FLOW_KIND_ID["function"], kinds.FLOW_KIND_ID["function.copy"])
 
 
 def _edges(lang: str, src: bytes):
     parsed = grammar.parse(lang, src)
     idents, _ = resolve_identifiers(parsed, src, grammar.load_grammar(lang).scope_order)
-    return parsed, idents, dataflow.edges(idents, parsed.flow, parsed.defs)
+    return parsed, idents, dataflow.edges(idents, parsed.flow, parsed.defs, decls=parsed.decls)
 
 
 def _units(idents: np.ndarray, flow: np.ndarray, outer: np.ndarray) -> np.ndarray:
     """The innermost @flow.function interval around each identifier (-1: the file), by geometry;
     a function/method/class name that is the first identifier of its unit belongs to the parent."""
-    u = flow[flow[:, 2] == _FUNCTION]
+    u = flow[np.isin(flow[:, 2], _UNITS)]
     u = u[np.lexsort((-u[:, 1], u[:, 0]))]
     unit = np.full(len(idents), -1)
     parent = np.full(len(u) + 1, -1)
@@ -47,7 +47,7 @@ def check_properties(lang: str, src: bytes) -> collections.Counter:
     units, and uses inside a function whose binding has a definition in the same unit on an
     earlier line (`x = x + 1` reads x before writing it) with and without an incoming comesFrom edge."""
     parsed, idents, e = _edges(lang, src)
-    role, outer = dataflow.flow_roles(idents, parsed.flow, parsed.defs)
+    role, outer = dataflow.flow_roles(idents, parsed.flow, parsed.defs, parsed.decls)
     unit = _units(idents, parsed.flow, outer)
     b = idents[:, 3]
     line = np.searchsorted(np.flatnonzero(np.frombuffer(src, np.uint8) == 10), idents[:, 0])
@@ -56,11 +56,19 @@ def check_properties(lang: str, src: bytes) -> collections.Counter:
     c["other_binding"] = int((b[comes[:, 0]] != b[comes[:, 1]]).sum())
     c["from_a_use"] = int((role[comes[:, 1]] == dataflow.USE).sum())
     c["into_a_def"] = int((role[e[:, 0]] == dataflow.DEF).sum() - (e[:, 2] == dataflow.COMPUTED_FROM)[role[e[:, 0]] == dataflow.DEF].sum())
-    c["cross_unit"] = int((unit[e[:, 0]] != unit[e[:, 1]]).sum())
+    local = np.isin(e[:, 2], dataflow.LOCAL_KINDS)
+    c["cross_unit"] = int((unit[e[local, 0]] != unit[e[local, 1]]).sum())
+    # comesFromNonlocal: one binding, a definition at the source, two different units
+    far = e[e[:, 2] == dataflow.COMES_FROM_NONLOCAL]
+    c["nonlocal"] = len(far)
+    c["nonlocal_same_unit"] = int((unit[far[:, 0]] == unit[far[:, 1]]).sum())
+    c["nonlocal_other_binding"] = int((b[far[:, 0]] != b[far[:, 1]]).sum())
+    c["nonlocal_from_a_use"] = int(np.isin(role[far[:, 1]], (dataflow.USE, dataflow.NONE)).sum())
+    c["into_a_declaration"] = int((role[e[:, 0]] == dataflow.NONE).sum())
     reached = np.zeros(len(idents), bool)
     reached[comes[:, 0]] = True
     first_def: dict = {}
-    for i in np.flatnonzero(role != dataflow.USE).tolist():
+    for i in np.flatnonzero((role == dataflow.DEF) | (role == dataflow.UPDATE)).tolist():
         first_def.setdefault((unit[i], b[i]), i)
     for i in np.flatnonzero((role == dataflow.USE) & (unit >= 0)).tolist():
         d = first_def.get((unit[i], b[i]))
@@ -72,7 +80,8 @@ def check_properties(lang: str, src: bytes) -> collections.Counter:
 
 def _assert_properties(total: collections.Counter, tolerance: float = 0.0):
     assert total["edges"] > 0
-    for bad in ("other_binding", "from_a_use", "into_a_def", "cross_unit"):
+    for bad in ("other_binding", "from_a_use", "into_a_def", "cross_unit", "nonlocal_same_unit",
+                "nonlocal_other_binding", "nonlocal_from_a_use", "into_a_declaration"):
         assert total[bad] == 0, (bad, dict(total))
     assert total["uses_without_edge"] <= tolerance * total["uses_with_def"], dict(total)
 

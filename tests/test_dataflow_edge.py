@@ -124,7 +124,7 @@ def test_edge_head_is_binary_cross_entropy_over_present_pairs():
 
 
 def test_bad_config_is_named(vocab):
-    for bad, msg in (({"rate": 0}, "rate=0"), ({"kinds": "all"}, "kinds='all'"), ({"p_hard": 2}, "p_hard=2")):
+    for bad, msg in (({"rate": 0}, "rate=0"), ({"kinds": "every"}, "kinds='every'"), ({"p_hard": 2}, "p_hard=2")):
         with pytest.raises(ValueError, match=msg):
             build("dataflow_edge", vocab, **bad)
 

@@ -35,7 +35,7 @@ from codept.data.views import view_source
 from codept.model import transformer as T
 from codept.model.pretrainer import Pretrainer, build_head
 from codept.objectives import HEADS_OF, MODEL_OF, OBJECTIVES, VIEWS_OF, build
-from codept.objectives import ar, code_doc, dataflow_edge, nsp, wwm
+from codept.objectives import ar, code_doc, dataflow, dataflow_edge, nsp, wwm
 from codept.objectives.render import Vocab
 
 SEQ = 256  # row length
@@ -110,10 +110,14 @@ VARIANTS: dict[str, list[tuple[str, dict, dict]]] = {
                    ("short", {"max_trace_tokens": 8}, {})],
     "dataflow": [("default", {}, {}),
                  ("visible_uses", {"mask_uses": False}, {}),
-                 ("mlm", {"mlm": True}, {"heads": ("mlm",)})],
+                 ("mlm", {"mlm": True}, {"heads": ("mlm",)}),
+                 ("nonlocal", {"kinds": "nonlocal"}, {}),
+                 ("all_kinds", {"kinds": "all"}, {})],
     "dataflow_edge": [("default", {}, {"check": "negatives"}),
                       ("comes_from", {"kinds": "comes_from"}, {"check": "negatives"}),
                       ("computed_from", {"kinds": "computed_from"}, {"check": "negatives"}),
+                      ("nonlocal", {"kinds": "nonlocal"}, {"check": "negatives"}),
+                      ("all_kinds", {"kinds": "all"}, {"check": "negatives"}),
                       ("all_easy", {"p_hard": 0.0}, {"check": "negatives"}),
                       ("all_hard", {"p_hard": 1.0}, {"check": "negatives"})],
     "ident_rtd": [("default", {}, {"check": "renamed"}),
@@ -160,6 +164,7 @@ CHOICES = {
     ("nsp", "negatives"): nsp.NEGATIVES,
     ("wwm", "code_units"): wwm.CODE_UNITS,
     ("dataflow_edge", "kinds"): tuple(dataflow_edge.KINDS),
+    ("dataflow", "kinds"): tuple(dataflow.KINDS),
     ("ident_rtd", "source"): ("file", "partner"),
 }
 

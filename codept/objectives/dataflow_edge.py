@@ -30,16 +30,21 @@ import numpy as np
 
 from codept.data.example import Example
 from codept.objectives import render
-from codept.structure.dataflow import COMES_FROM, COMPUTED_FROM
+from codept.structure.dataflow import COMES_FROM, COMES_FROM_FIELD, COMES_FROM_NONLOCAL, COMPUTED_FROM
 
-KINDS = {"both": (COMES_FROM, COMPUTED_FROM), "comes_from": (COMES_FROM,), "computed_from": (COMPUTED_FROM,)}
+# edge kinds asked about: "both" is GraphCodeBERT's function-local view (comesFrom + computedFrom);
+# "nonlocal" the edges into functions from enclosing functions and the module (closures, globals);
+# "all" every kind of the view
+KINDS = {"both": (COMES_FROM, COMPUTED_FROM), "comes_from": (COMES_FROM,), "computed_from": (COMPUTED_FROM,),
+         "nonlocal": (COMES_FROM_NONLOCAL,),
+         "all": (COMES_FROM, COMPUTED_FROM, COMES_FROM_NONLOCAL, COMES_FROM_FIELD)}
 
 
 @dataclass(frozen=True)
 class Config:
     rate: float = 0.2  # share of anchors whose incoming edges become records
     p_hard: float = 0.5  # share of negatives first drawn among nodes with the source's name
-    kinds: str = "both"  # edges asked about: both | comes_from | computed_from
+    kinds: str = "both"  # edges asked about: both | comes_from | computed_from | nonlocal | all (KINDS)
     tries: int = 4  # rejection draws per negative (per group)
 
     def __post_init__(self):

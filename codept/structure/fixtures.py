@@ -22,13 +22,15 @@ comment marker starts and checks the start only (for column 0 and 1). Assertions
                                 an identifier exactly here with that role; all identifiers labelled L
                                 in one file share one binding, different labels differ
   ``!ident``                    no identifier here (attribute names, keyword arguments)
-  ``df: N [<- A B ...] [<= C D ...]``
+  ``df: N [<- A B ...] [<= C D ...] [<^ E F ...] [<. G ...]``
                                 dataflow (codept.structure.dataflow): names this identifier
-                                occurrence N; the definitions that reach it are exactly the
-                                occurrences A B (comesFrom), the identifiers its new value is computed
-                                from exactly C D (computedFrom); none listed = none. In a file with
-                                any ``df:`` annotation every edge must join two named occurrences,
-                                so the file states its whole edge set
+                                occurrence N; the definitions of its function that reach it are
+                                exactly the occurrences A B (comesFrom), the identifiers its new value
+                                is computed from exactly C D (computedFrom), the definitions in other
+                                functions that reach it exactly E F (comesFromNonlocal), the field
+                                writes that reach it exactly G (comesFromField); none listed = none.
+                                In a file with any ``df:`` annotation every edge must join two named
+                                occurrences, so the file states its whole edge set
   ``@definition.KIND [doc: TEXT | nodoc]``
                                 a definition of KIND whose name is exactly here; its doc contains
                                 TEXT, or it has none
@@ -117,7 +119,7 @@ def check_fixture(path: str | Path, lang: str) -> FixtureResult:
         doc = "".join(data[a:b].decode() for a, b in t.doc)
         tags[(ns, ne)] = tags[ns] = (kinds.DEFINITION_KINDS[t.kind], doc, bool(t.doc))
 
-    flow_edges = dataflow.edges(idents, parsed.flow, parsed.defs)
+    flow_edges = dataflow.edges(idents, parsed.flow, parsed.defs, decls=parsed.decls)
     ident_row = {k: i for i, k in enumerate(ident_at)}  # ident_at keeps the order of `idents`
     ident_row_start = {k[0]: i for k, i in ident_row.items()}
     df_names: dict[str, int] = {}  # occurrence name -> ident row
@@ -167,9 +169,12 @@ def check_fixture(path: str | Path, lang: str) -> FixtureResult:
             labels.setdefault(label, b)
             binding_label.setdefault(b, label)
             continue
-        m = re.fullmatch(r"df:\s*(\S+)\s*(?:<-\s*([^<=]*?))?\s*(?:<=\s*(.*))?", a.text)
+        m = re.fullmatch(r"df:\s*(\S+)((?:\s*(?:<-|<=|<\^|<\.)(?:\s+[^<\s]+)*)*)\s*", a.text)
         if m:
-            name, comes, computed = m.groups()
+            name, claims = m.groups()
+            want = {k: [] for k in range(len(dataflow.EDGE_KINDS))}
+            for marker, names in re.findall(r"(<-|<=|<\^|<\.)((?:\s+[^<\s]+)*)", claims):
+                want[_DF_MARKERS[marker]] += names.split()
             row = ident_row.get((lo, hi)) if hi is not None else ident_row_start.get(lo)
             asserted["df"] = asserted.get("df", 0) + 1
             if row is None:
@@ -178,7 +183,7 @@ def check_fixture(path: str | Path, lang: str) -> FixtureResult:
                 failures.append(f"{where}: occurrence name {name} used twice")
             else:
                 df_names[name] = row
-                df_claims.append((where, row, name, (comes or "").split(), (computed or "").split()))
+                df_claims.append((where, row, name, want))
             continue
         if a.text == "!ident":
             hit = ident_start.get(lo) if hi is None else ident_at.get((lo, hi))
@@ -221,8 +226,8 @@ def _check_dataflow(edges: np.ndarray, names: dict[str, int], claims: list) -> l
                             f"({dataflow.EDGE_KINDS[kind]}) joins an unnamed occurrence")
             continue
         incoming.setdefault((dst, kind), set()).add(label[src])
-    for where, row, name, comes, computed in claims:
-        for kind, want in ((dataflow.COMES_FROM, comes), (dataflow.COMPUTED_FROM, computed)):
+    for where, row, name, wants in claims:
+        for kind, want in wants.items():
             unknown = [w for w in want if w not in names]
             if unknown:
                 failures.append(f"{where}: {name}: unknown occurrence names {unknown}")
@@ -230,6 +235,11 @@ def _check_dataflow(edges: np.ndarray, names: dict[str, int], claims: list) -> l
             if got != set(want):
                 failures.append(f"{where}: {name} {dataflow.EDGE_KINDS[kind]} {sorted(got)}, expected {sorted(want)}")
     return failures
+
+
+# df: markers -> edge kind (codept.structure.dataflow.EDGE_KINDS)
+_DF_MARKERS = {"<-": dataflow.COMES_FROM, "<=": dataflow.COMPUTED_FROM, "<^": dataflow.COMES_FROM_NONLOCAL,
+               "<.": dataflow.COMES_FROM_FIELD}
 
 
 def kinds_name(k: int) -> str:

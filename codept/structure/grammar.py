@@ -294,6 +294,8 @@ class ParsedFile:
     refs: np.ndarray  # (R, 2) int64 start, end
     tags: list[Tag]
     flow: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int64))  # (N, 3) start, end, flow kind id
+    # (K, 3) start, end, DECL_KINDS id: names declared @local.nonlocal / @local.global
+    decls: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int64))
     timings: dict[str, float] = field(default_factory=dict)
 
 
@@ -302,6 +304,8 @@ _SCOPE_MODE_ID = {("local.scope" + (f".{m}" if m else "")): i for i, m in enumer
 _DEF_KIND_ID = {("local.definition" + (f".{k}" if k else "")): i for i, k in enumerate(kinds.DEF_KINDS)}
 _TAG_KIND_ID = {f"definition.{k}": i for i, k in enumerate(kinds.DEFINITION_KINDS)}
 _FLOW_ID = {f"flow.{k}": i for k, i in kinds.FLOW_KIND_ID.items()}
+DECL_KINDS = ("nonlocal", "global")
+_DECL_ID = {f"local.{k}": i for i, k in enumerate(DECL_KINDS)}
 
 
 def _ranges(nodes) -> list[tuple[int, int]]:
@@ -436,6 +440,7 @@ def parse(lang: str, source: bytes, *, timeout_s: float | None = None, max_depth
     defs: list[np.ndarray] = []
     refs_l: list[np.ndarray] = [kind_rows[code == _ROUTE_REF, :2]]
     members_l: list[np.ndarray] = [kind_rows[code == _ROUTE_MEMBER, :2]]
+    decls: list[np.ndarray] = []
     for name, nodes in ts.QueryCursor(g.queries["structure"]).captures(root).items():
         kind = _SPAN_ID.get(name)
         if kind is None:
@@ -450,6 +455,8 @@ def parse(lang: str, source: bytes, *, timeout_s: float | None = None, max_depth
                         refs_l.append(_rows(nodes))
                     elif name == "local.member":
                         members_l.append(_rows(nodes))
+                    elif name in _DECL_ID:
+                        decls.append(_rows(nodes, _DECL_ID[name]))
                     continue
                 defs.append(_rows(nodes, kind))
                 continue
@@ -474,6 +481,7 @@ def parse(lang: str, source: bytes, *, timeout_s: float | None = None, max_depth
         refs=refs,
         tags=tags,
         flow=_stack(flow_l, 3),
+        decls=_stack(decls, 3),
         timings={"parse": t1 - t0, "walk": t2 - t1, "query": t3 - t2},
     )
 

@@ -8,9 +8,13 @@ Three query files, three families of captures:
 
 ``spans.scm``   ``@span.<kind>`` with ``kind`` from :data:`SPAN_KINDS` (a syntax unit to mask whole).
 ``locals.scm``  ``@local.scope[.<mode>]``, ``@local.definition[.<kind>]``, ``@local.reference``
-                (tree-sitter's locals convention; modes and kinds below), and ``@local.member``:
+                (tree-sitter's locals convention; modes and kinds below), ``@local.member``:
                 a name reached through an object or a keyword (``obj.attr``, ``f(key=1)``), never
-                bound to a local; it removes the same node from the references.
+                bound to a local; it removes the same node from the references; and
+                ``@local.nonlocal`` / ``@local.global``: a name declared to belong to an enclosing
+                scope (Python ``nonlocal x`` / ``global x``, PHP ``global $x``): in its innermost
+                scope every occurrence of that name binds where the name resolves from the parent
+                scope (nonlocal) or in the outermost scope below the file's (global).
 ``tags.scm``    ``@definition.<kind>`` with ``@name`` and optional ``@doc`` (tree-sitter's tags
                 convention), kinds from :data:`DEFINITION_KINDS`.
 ``flow.scm``    ``@flow.<kind>`` with ``kind`` from :data:`FLOW_KINDS`: the control-flow skeleton
@@ -56,11 +60,15 @@ SCOPE_MODES: dict[str, str] = {
     "class": "hoisted, and invisible to scopes nested inside it (Python class body)",
     "reuse": "sequential, and assigning a name already visible from an enclosing scope rebinds that "
     "variable instead of defining a new one (Ruby blocks: `xs.each { |x| sum += x }`)",
+    "inline": "hoisted; a scope that runs in place inside the enclosing one (Python comprehensions): "
+    "its own definitions stay inside, `@local.definition.outer` names bind through it",
 }
 
 # @local.definition kinds. function/class/method names bind in the scope ENCLOSING the innermost
 # scope around them: write the defining node (function_definition, ...) as a @local.scope.
-DEF_KINDS: tuple[str, ...] = ("", "var", "parameter", "import", "field", "function", "method", "class")
+# "outer": binds in the innermost scope around it that is not `inline` (Python's `:=`, which inside a
+# comprehension binds in the enclosing function). Append only (ids are used in ParsedFile.defs).
+DEF_KINDS: tuple[str, ...] = ("", "var", "parameter", "import", "field", "function", "method", "class", "outer")
 PARENT_BINDING_DEF_KINDS = frozenset({"function", "method", "class"})
 
 DEFINITION_KINDS: tuple[str, ...] = ("function", "method", "class")
@@ -68,8 +76,9 @@ DEFINITION_KINDS: tuple[str, ...] = ("function", "method", "class")
 # @flow.<kind> captures (flow.scm), read by codept.structure.dataflow. Regions are nodes; write and
 # update mark identifiers. Order is the id used in ParsedFile.flow: append only.
 FLOW_KINDS: dict[str, str] = {
-    "function": "a flow unit (function, method, lambda, closure): dataflow restarts inside, no edge "
-    "crosses it; the names it defines for its parent (function/method/class names) stay outside",
+    "function": "a flow unit (function, method, lambda, closure): dataflow restarts inside, no "
+    "function-local edge crosses it (a `comesFromNonlocal` edge joins a variable's uses and definitions "
+    "in different units); the names it defines for its parent (function/method/class names) stay outside",
     "loop": "a loop (while, for, do, a Ruby block, a comprehension): its body may run zero or more "
     "times, so the state at its end flows back to its start; `break` leaves it, `continue` restarts it",
     "init": "the part of a loop that runs once, before the first iteration (a C-style for initializer)",
@@ -94,6 +103,17 @@ FLOW_KINDS: dict[str, str] = {
     "write": "an identifier that an assignment writes although the locals resolve it as a reference "
     "(Java/JavaScript/Go `x = 1` to a declared variable)",
     "update": "an identifier that is read and written (`c += i`, `i++`): computed from its old value",
+    "nobreak": "the part of a loop that runs when it ends without `break` (Python `for`/`while ... else`): "
+    "it starts from the loop's normal exit, and a `break` skips it",
+    "collection": "the iterated collection of a for-each loop header (`for x in xs`, `for (T x : xs)`, "
+    "Go `range`, PHP `foreach`): paired with its `target` like a `value`, but evaluated once, before the "
+    "first iteration; the target is written at the start of every iteration, computed from it",
+    "item": "one element of a tuple/list target or value (`a, b = x, y`): when every child of a paired "
+    "target and value is an item and the counts match, the k-th target item is computed from the k-th "
+    "value item only (items of items pair the same way); otherwise every target variable is computed "
+    "from every value identifier",
+    "function.copy": "a unit that copies the enclosing variables it reads when it is created (PHP "
+    "`function () use ($x)`, `fn`): only the definitions reaching its creation reach it",
 }
 FLOW_KIND_ID: dict[str, int] = {k: i for i, k in enumerate(FLOW_KINDS)}
 
@@ -109,7 +129,7 @@ def allowed_captures(query_kind: str) -> frozenset[str]:
     if query_kind == "locals":
         scopes = {"local.scope" + (f".{m}" if m else "") for m in SCOPE_MODES}
         defs = {"local.definition" + (f".{k}" if k else "") for k in DEF_KINDS}
-        return frozenset(scopes | defs | {"local.reference", "local.member"})
+        return frozenset(scopes | defs | {"local.reference", "local.member", "local.nonlocal", "local.global"})
     if query_kind == "tags":
         return frozenset({f"definition.{k}" for k in DEFINITION_KINDS} | {"name", "doc"})
     if query_kind == "flow":

@@ -14,6 +14,13 @@ Algorithm:
      enclosing one (the defining node is itself the scope of its body). All definitions of a name in
      one scope share one binding (``x = 1; x = 2``; ``c += i`` is a definition AND a reference in
      the queries, and the definition wins the role but they share the binding).
+     A definition of kind ``outer`` binds in the innermost scope around it that is not ``inline``
+     (Python's ``:=`` in a comprehension binds in the enclosing function).
+  3b. Declared names (``@local.nonlocal`` / ``@local.global``: Python ``nonlocal x``/``global x``,
+     PHP ``global $x``): the declaring scope's definitions of the name bind in the target scope --
+     where the name resolves from the parent scope (nonlocal), or the outermost scope below the
+     file's (global: Python's ``module``, PHP's ``program``) -- and a reference walking through the
+     declaring scope binds there too.
   4. A reference walks outwards from its innermost scope: in a hoisted scope any definition of the
      name matches; in a sequential one only a definition that starts before the reference. Class
      scopes are skipped when seen from a nested scope; an isolated scope stops the walk. A
@@ -24,7 +31,7 @@ Algorithm:
 Cost: O((S + I) log), vectorised: steps 3-5 run on arrays, and the outward walk of step 4 moves
 all unresolved references one scope level per step (as many steps as scopes nest). Files with a
 "reuse" scope (Ruby) take the reference path, a Python loop over identifiers (~1 us each).
-Not covered: Python ``global``/``nonlocal``, Go's rule that ``x := x + 1`` sees the outer ``x`` on
+Not covered: Go's rule that ``x := x + 1`` sees the outer ``x`` on
 the right (we bind it to the new one), dynamic scoping (PHP ``$$x``, Ruby ``binding``), attributes
 and fields reached through an object (``self.x``) -- those need types, not scopes.
 """
@@ -38,11 +45,13 @@ import numpy as np
 from codept.structure import kinds
 
 _MODES = list(kinds.SCOPE_MODES)
-_M_DEFAULT, _M_HOISTED, _M_SEQ, _M_ISOLATED, _M_CLASS, _M_REUSE = (
-    _MODES.index(m) for m in ("", "hoisted", "sequential", "isolated", "class", "reuse")
+_M_DEFAULT, _M_HOISTED, _M_SEQ, _M_ISOLATED, _M_CLASS, _M_REUSE, _M_INLINE = (
+    _MODES.index(m) for m in ("", "hoisted", "sequential", "isolated", "class", "reuse", "inline")
 )
 _ORDERED = {_M_SEQ, _M_REUSE}  # modes where a definition is visible only after its position
 _K_PARAMETER = kinds.DEF_KINDS.index("parameter")
+_K_OUTER = kinds.DEF_KINDS.index("outer")
+_GLOBAL = 1  # decl kinds (codept.structure.grammar.DECL_KINDS): 0 nonlocal, 1 global
 _PARENT_KINDS = {kinds.DEF_KINDS.index(k) for k in kinds.PARENT_BINDING_DEF_KINDS}
 # the same sets as boolean look-up tables (a def kind of -1, a reference, reads the last entry: False)
 _IS_PARENT_KIND = np.array([k in _PARENT_KINDS for k in range(len(kinds.DEF_KINDS))] + [False])
@@ -59,6 +68,8 @@ def resolve(
     n: int,
     *,
     reference: bool = False,
+    decls: np.ndarray | None = None,
+    decl_names: list | None = None,
 ):
     """Returns (idents (I, 4) int64 [start, end, role, binding], the name of every binding).
 
@@ -68,6 +79,8 @@ def resolve(
     `n` is the length of the file in the same unit as the offsets. Identifiers are sorted by start;
     a range captured both as definition and reference is a definition (role def). Offsets must be
     below 2**32. ``reference=True`` takes the one-identifier-at-a-time path (tests compare the two).
+    `decls` (K, 3) start, end, kind (0 nonlocal, 1 global) with `decl_names`: names declared to
+    belong to an enclosing scope (step 3b of the module docstring).
     """
     default_mode = _M_HOISTED if default_order == "hoisted" else _M_SEQ
     # -- 1. scope tree: root + scopes in (start, -end) order, duplicates merged ------------------
@@ -91,12 +104,53 @@ def resolve(
         parent[i] = stack[-1]
         stack.append(i)
 
+    decl = None
+    if decls is not None and len(decls):
+        dn = decl_names.tolist() if isinstance(decl_names, np.ndarray) else list(decl_names)
+        decl = (decls, dn, _innermost(s_start, s_end, parent, decls).tolist())
     if reference or _M_REUSE in s_mode:  # reuse: a def's binding depends on the bindings made before it
         if isinstance(def_names, np.ndarray) and isinstance(ref_names, np.ndarray):
             def_names, ref_names = def_names.tolist(), ref_names.tolist()
-        return _resolve_loop(s_start, s_end, s_mode, parent, defs, refs, def_names, ref_names)
+        return _resolve_loop(s_start, s_end, s_mode, parent, defs, refs, def_names, ref_names, decl)
     return _resolve_arrays(s_start, s_end, np.asarray(s_mode, dtype=np.int64), parent, defs, refs, def_names,
-                           ref_names)
+                           ref_names, decl)
+
+
+def _decl_targets(decl, s_mode: list, parent: list, first_def) -> dict:
+    """(scope, name) -> target scope of every @local.nonlocal / @local.global declaration: global ->
+    the outermost scope below the file's (the file's if none); nonlocal -> the scope where the name
+    resolves from the parent of the declaring scope (declarations applied in source order, so an
+    outer one is seen by an inner one). `first_def(scope, name)` -> first definition start or None.
+    A nonlocal whose name resolves nowhere is ignored."""
+    rows, names, inner = decl
+    out: dict = {}
+    for (start, _end, kind), name, sc in zip(rows.tolist(), names, inner):
+        if kind == _GLOBAL:
+            t = sc
+            while t > 0 and parent[t] > 0:
+                t = parent[t]
+        else:
+            t = _lookup(parent[sc], name, start, s_mode, parent, first_def, out)
+        if t >= 0 and t != sc:
+            out.setdefault((sc, name), t)
+    return out
+
+
+def _lookup(s: int, name, at: int, s_mode: list, parent: list, first_def, over: dict, first: bool = False) -> int:
+    """The scope whose binding of `name` is visible at `at` walking outwards from `s` (step 4), or -1."""
+    while s >= 0:
+        t = over.get((s, name))
+        if t is not None:
+            return t
+        mode = s_mode[s]
+        if first or mode != _M_CLASS:
+            p = first_def(s, name)
+            if p is not None and (mode not in _ORDERED or p <= at):
+                return s
+        if mode == _M_ISOLATED:
+            return -1
+        s, first = parent[s], False
+    return -1
 
 
 def _innermost(s_start, s_end, parent, pos: np.ndarray) -> np.ndarray:
@@ -110,7 +164,7 @@ def _innermost(s_start, s_end, parent, pos: np.ndarray) -> np.ndarray:
         inner[out_] = parent[inner[out_]]
 
 
-def _resolve_arrays(s_start, s_end, s_mode, parent, defs, refs, def_names, ref_names):
+def _resolve_arrays(s_start, s_end, s_mode, parent, defs, refs, def_names, ref_names, decl=None):
     """Steps 2-5 for scope trees without "reuse" scopes, vectorised: identical output to
     :func:`_resolve_loop`. Names become integer ids (one dict look-up per identifier); a binding
     is the pair (scope, name id), encoded as one int64."""
@@ -119,11 +173,15 @@ def _resolve_arrays(s_start, s_end, s_mode, parent, defs, refs, def_names, ref_n
     if isinstance(def_names, np.ndarray) and isinstance(ref_names, np.ndarray):  # name ids already
         name_id = np.concatenate([def_names, ref_names]).astype(np.int64)
         n_names = int(name_id.max()) + 1 if len(name_id) else 1
+        if decl is not None:
+            n_names = max(n_names, max(decl[1]) + 1)
         all_names = None
     else:
         names_of: dict = {}
         name_id = np.fromiter((names_of.setdefault(x, len(names_of)) for x in itertools.chain(def_names, ref_names)),
                               dtype=np.int64, count=len(def_names) + len(ref_names))
+        if decl is not None:  # declared names as ids too
+            decl = (decl[0], [names_of.setdefault(x, len(names_of)) for x in decl[1]], decl[2])
         n_names = max(len(names_of), 1)
         all_names = list(names_of)
     dkey = defs[:, 0] << 32 | defs[:, 1]
@@ -152,24 +210,49 @@ def _resolve_arrays(s_start, s_end, s_mode, parent, defs, refs, def_names, ref_n
     owner = inner.copy()
     up = _IS_PARENT_KIND[kind] & (inner != 0)
     owner[up] = parent[inner[up]]
-    tkey = owner[is_def] * n_names + name[is_def]
-    tkeys, t_first = np.unique(tkey, return_index=True)  # defs are in source order: first = earliest
-    tpos = pos[is_def, 0][t_first]
+    rows = np.flatnonzero(kind == _K_OUTER)  # "outer" definitions bind through inline scopes
+    while len(rows):
+        rows = rows[s_mode[owner[rows]] == _M_INLINE]
+        owner[rows] = parent[owner[rows]]
+
+    def table():
+        tkey = owner[is_def] * n_names + name[is_def]
+        tkeys, t_first = np.unique(tkey, return_index=True)  # defs are in source order: first = earliest
+        return tkeys, pos[is_def, 0][t_first]
+
+    tkeys, tpos = table()
+    over: dict = {}
+    if decl is not None:  # 3b. declared names: their scope's definitions bind in the target scope
+        first_at = dict(zip(tkeys.tolist(), tpos.tolist()))
+        over = _decl_targets(decl, s_mode.tolist(), parent.tolist(), lambda sc, nm: first_at.get(sc * n_names + nm))
+        for (sc, nm), t in over.items():
+            owner[is_def & (owner == sc) & (name == nm)] = t
+        tkeys, tpos = table()
 
     # -- 4. references walk outwards (all at once, one scope level per step)
     bscope = np.where(is_def, owner, -1)
     todo = np.flatnonzero(~is_def)
     s = inner[todo]
     first = True
+    okeys = np.array(sorted(sc * n_names + nm for sc, nm in over), np.int64)
+    otarget = np.array([over[divmod(int(k), n_names)] for k in okeys], np.int64)
     while len(todo):
         mode = s_mode[s]
         want = s * n_names + name[todo]
+        if len(okeys):  # a declared name in this scope: the declaration's target
+            j = np.minimum(np.searchsorted(okeys, want), len(okeys) - 1)
+            ov = okeys[j] == want
+            s = np.where(ov, otarget[j], s)
+            mode = np.where(ov, -1, mode)  # found: below, `hit` takes s as the binding scope
         if len(tkeys):
             j = np.minimum(np.searchsorted(tkeys, want), len(tkeys) - 1)
             hit = ((tkeys[j] == want) & (first | (mode != _M_CLASS))
                    & (~_IS_ORDERED[mode] | (tpos[j] <= pos[todo, 0])))
         else:
             hit = np.zeros(len(todo), dtype=bool)
+        if len(okeys):
+            hit |= mode == -1
+            mode = np.where(mode == -1, _M_HOISTED, mode)
         bscope[todo[hit]] = s[hit]
         s = parent[s]
         go = ~hit & (mode != _M_ISOLATED) & (s >= 0)
@@ -188,7 +271,7 @@ def _resolve_arrays(s_start, s_end, s_mode, parent, defs, refs, def_names, ref_n
     return np.column_stack([pos, role, rank[inv.reshape(-1)]]), names
 
 
-def _resolve_loop(s_start, s_end, s_mode, parent, defs, refs, def_names, ref_names):
+def _resolve_loop(s_start, s_end, s_mode, parent, defs, refs, def_names, ref_names, decl=None):
     """Steps 2-5 one identifier at a time (the reference; needed for "reuse" scopes, where a
     definition's binding depends on the definitions before it)."""
     # -- identifiers: defs win over refs on the same range -----------------------------------------
@@ -211,32 +294,39 @@ def _resolve_loop(s_start, s_end, s_mode, parent, defs, refs, def_names, ref_nam
 
     # -- 3. definitions, 4. references -------------------------------------------------------------
     table: dict[tuple[int, str], int] = {}  # (scope, name) -> first definition start
+    over: dict = {}  # (scope, name) -> target scope of a declared name (step 3b)
 
     def lookup(scope: int, name: str, at: int) -> int:
         """The scope whose binding of `name` is visible at position `at` from `scope`, or -1."""
-        s, first = scope, True
-        while s >= 0:
-            mode = s_mode[s]
-            if first or mode != _M_CLASS:
-                p = table.get((s, name))
-                if p is not None and (mode not in _ORDERED or p <= at):
-                    return s
-            if mode == _M_ISOLATED:
-                return -1
-            s, first = parent_l[s], False
-        return -1
+        return _lookup(scope, name, at, s_mode, parent_l, lambda sc, nm: table.get((sc, nm)), over, True)
+
+    def home(k: int, scope: int) -> int:
+        if k in _PARENT_KINDS and scope != 0:
+            return parent_l[scope]
+        while k == _K_OUTER and s_mode[scope] == _M_INLINE:
+            scope = parent_l[scope]
+        return scope
+
+    if decl is not None:  # the targets need every definition's scope first
+        pre: dict = {}
+        for key, scope in zip(keys, inner_l):
+            k, name = items[key]
+            if k >= 0:
+                pre.setdefault((home(k, scope), name), key[0])
+        over.update(_decl_targets(decl, s_mode, parent_l, lambda sc, nm: pre.get((sc, nm))))
 
     owner = [-1] * len(keys)  # binding scope of each definition
     for i, (key, scope) in enumerate(zip(keys, inner_l)):  # source order: outer defs come first
         k, name = items[key]
         if k < 0:
             continue
-        if k in _PARENT_KINDS and scope != 0:
-            scope = parent_l[scope]
+        if k in _PARENT_KINDS or k == _K_OUTER:
+            scope = home(k, scope)
         elif s_mode[scope] == _M_REUSE and k != _K_PARAMETER and (scope, name) not in table:
             outer = lookup(parent_l[scope], name, key[0])
             if outer >= 0:  # assigning a visible outer variable: same binding
                 scope = outer
+        scope = over.get((scope, name), scope)
         owner[i] = scope
         tk = (scope, name)
         if tk not in table or key[0] < table[tk]:

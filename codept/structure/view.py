@@ -143,11 +143,13 @@ def _overlaps_any(ranges: np.ndarray, bad: np.ndarray) -> np.ndarray:
 def resolve_identifiers(parsed: grammar.ParsedFile, data: bytes, scope_order: str) -> tuple[np.ndarray, list[str]]:
     """(I, 4) int64 byte start, end, role, binding of every identifier of a parsed file, and the
     name of every binding. Names are compared as raw bytes and decoded once per binding."""
-    ranges = np.concatenate([parsed.defs[:, :2], parsed.refs])
+    decls = parsed.decls
+    ranges = np.concatenate([parsed.defs[:, :2], parsed.refs, decls[:, :2]])
     name_id, first = name_ids(data, ranges)
-    n_defs = len(parsed.defs)
-    idents, names = resolve.resolve(parsed.scopes, parsed.defs, parsed.refs, name_id[:n_defs], name_id[n_defs:],
-                                    scope_order, len(data))
+    n_defs, n_refs = len(parsed.defs), len(parsed.refs)
+    idents, names = resolve.resolve(parsed.scopes, parsed.defs, parsed.refs, name_id[:n_defs],
+                                    name_id[n_defs:n_defs + n_refs], scope_order, len(data), decls=decls,
+                                    decl_names=name_id[n_defs + n_refs:])
     return idents, [data[s:e].decode("utf-8", "replace") for s, e in ranges[first[names]].tolist()]
 
 
@@ -245,7 +247,7 @@ def build_view(path: str, lang: str, text: str, tokenizer, *, timeout_s: float |
     keep = (i1 > i0) & ~_overlaps_any(idents_b, errors)
     t_flow = time.perf_counter()
     stats: dict = {}
-    flow = _kept_edges(dataflow.edges(idents_b, parsed.flow, parsed.defs, stats), keep)
+    flow = _kept_edges(dataflow.edges(idents_b, parsed.flow, parsed.defs, stats, parsed.decls), keep)
     stats["dataflow"] = time.perf_counter() - t_flow
     idents_b, i0, i1 = idents_b[keep], i0[keep], i1[keep]
     # renumber kept bindings densely (ids are in order of first appearance, np.unique keeps it)

@@ -25,6 +25,13 @@
   operator: ["+=" "-=" "*=" "/=" "%=" "&=" "|=" "^=" "<<=" ">>=" "&^="])
 [(inc_statement (identifier) @flow.update) (dec_statement (identifier) @flow.update)]
 (var_spec name: (_) @flow.target value: (_) @flow.value)
-(range_clause left: (_) @flow.target right: (_) @flow.value)
+(range_clause left: (_) @flow.target right: (_) @flow.collection)
+(range_clause !left right: (_) @flow.collection)
 (range_clause left: (expression_list (identifier) @flow.write))
 (receive_statement left: (_) @flow.target right: (_) @flow.value)
+
+; `a, b = b, a` pairs a <- b, b <- a (`a, b := f()` has one value: all-to-all)
+[(assignment_statement left: (expression_list (_) @flow.item))
+ (assignment_statement right: (expression_list (_) @flow.item))
+ (short_var_declaration left: (expression_list (_) @flow.item))
+ (short_var_declaration right: (expression_list (_) @flow.item))]

@@ -30,5 +30,5 @@
 (assignment_expression left: (identifier) @flow.update
   operator: ["+=" "-=" "*=" "/=" "%=" "&=" "|=" "^=" "<<=" ">>=" ">>>="])
 (update_expression (identifier) @flow.update)
-(enhanced_for_statement name: (_) @flow.target value: (_) @flow.value)
+(enhanced_for_statement name: (_) @flow.target value: (_) @flow.collection)
 (resource name: (_) @flow.target value: (_) @flow.value)

@@ -31,5 +31,12 @@
 (augmented_assignment_expression left: (_) @flow.target right: (_) @flow.value)
 (augmented_assignment_expression left: (identifier) @flow.update)
 (update_expression argument: (identifier) @flow.update)
-(for_in_statement left: (_) @flow.target right: (_) @flow.value)
+(for_in_statement left: (_) @flow.target right: (_) @flow.collection)
 (for_in_statement left: (identifier) @flow.write)
+
+; destructuring: `[a, b] = [b, a]` pairs a <- b, b <- a; a rest/spread element is no item (its
+; level falls back to all-to-all)
+(array_pattern [(identifier) (array_pattern) (object_pattern) (member_expression) (subscript_expression)
+  (assignment_pattern)] @flow.item)
+[(assignment_expression right: (array (expression) @flow.item))
+ (variable_declarator value: (array (expression) @flow.item))]

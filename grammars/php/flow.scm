@@ -1,7 +1,9 @@
 ; Control flow and assignments for PHP, read by codept/structure/dataflow.py.
 ; Vocabulary: codept/structure/kinds.py FLOW_KINDS, grammars/README.md.
 
-[(function_definition) (method_declaration) (anonymous_function) (arrow_function)] @flow.function
+[(function_definition) (method_declaration)] @flow.function
+; closures copy what they capture when created: `function () use ($x)`, `fn() => $x`
+[(anonymous_function) (arrow_function)] @flow.function.copy
 
 [(while_statement) (do_statement) (for_statement) (foreach_statement)] @flow.loop
 (for_statement initialize: (_) @flow.init)
@@ -29,4 +31,13 @@
 (augmented_assignment_expression left: (variable_name) @flow.update)
 (update_expression argument: (variable_name) @flow.update)
 ; foreach ($xs as $k => $v): the collection comes first (a value before its target)
-(foreach_statement . (_) @flow.value . [(variable_name) (pair) (by_ref)] @flow.target)
+(foreach_statement . (_) @flow.collection . [(variable_name) (pair) (by_ref)] @flow.target)
+
+; destructuring: `[$a, $b] = [$b, $a]` pairs $a <- $b, $b <- $a; a keyed or spread element is no
+; item (its level falls back to all-to-all)
+(list_literal [(variable_name) (list_literal) (by_ref) (member_access_expression) (subscript_expression)] @flow.item)
+(assignment_expression right: (array_creation_expression (array_element_initializer . [
+  (variable_name) (integer) (float) (string) (encapsed_string) (boolean) (null) (name)
+  (function_call_expression) (member_call_expression) (scoped_call_expression) (member_access_expression)
+  (subscript_expression) (binary_expression) (unary_op_expression) (array_creation_expression)
+  (class_constant_access_expression) (parenthesized_expression) (object_creation_expression)] .) @flow.item))

@@ -79,10 +79,11 @@
 (foreach_statement (pair (variable_name) @local.definition.var))
 (foreach_statement (pair (by_ref (variable_name) @local.definition.var)))
 
-; catch (E $e), static $n = 0, global $g (a local alias of the global; not linked to it)
+; catch (E $e), static $n = 0
 (catch_clause name: (variable_name) @local.definition.var)
 (static_variable_declaration name: (variable_name) @local.definition.var)
-(global_declaration (variable_name) @local.definition.var)
+; global $g: $g in this function is the file's variable
+(global_declaration (variable_name) @local.global)
 
 ; imports bind their alias, else their last name: use A\B; use A\B as C; use A\{B, C as D};
 ; written .class (not .import) so that they bind file-wide, like the class names (see the top)

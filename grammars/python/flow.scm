@@ -8,6 +8,8 @@
 ; -- loops ---------------------------------------------------------------------
 (for_statement) @flow.loop
 (while_statement) @flow.loop
+; `else:` of a loop runs when it ends without break
+[(for_statement alternative: (else_clause) @flow.nobreak) (while_statement alternative: (else_clause) @flow.nobreak)]
 ; a comprehension runs its element once per iteration of its for clauses
 [(list_comprehension) (set_comprehension) (dictionary_comprehension) (generator_expression)] @flow.loop
 
@@ -34,6 +36,30 @@
 (augmented_assignment left: (_) @flow.target right: (_) @flow.value)
 (augmented_assignment left: (identifier) @flow.update)
 (named_expression name: (_) @flow.target value: (_) @flow.value)
-(for_statement left: (_) @flow.target right: (_) @flow.value)
+(for_statement left: (_) @flow.target right: (_) @flow.collection)
 (for_in_clause left: (_) @flow.target right: (_) @flow.value)
 (with_item value: (as_pattern (_) @flow.value alias: (as_pattern_target) @flow.target))
+
+; -- destructuring: `a, b = x, y` pairs a <- x, b <- y; a starred element is no item (its level
+; falls back to all-to-all), nor is any kind missing from these lists
+(assignment left: (pattern_list [(identifier) (tuple_pattern) (list_pattern) (attribute) (subscript)] @flow.item))
+[(tuple_pattern [(identifier) (tuple_pattern) (list_pattern) (attribute) (subscript)] @flow.item)
+ (list_pattern [(identifier) (tuple_pattern) (list_pattern) (attribute) (subscript)] @flow.item)]
+(assignment right: (expression_list
+  [(identifier) (attribute) (subscript) (call) (integer) (float) (string) (concatenated_string) (true)
+   (false) (none) (list) (tuple) (dictionary) (set) (binary_operator) (unary_operator)
+   (comparison_operator) (boolean_operator) (not_operator) (conditional_expression) (lambda)
+   (parenthesized_expression) (list_comprehension) (dictionary_comprehension) (set_comprehension)
+   (generator_expression) (await)] @flow.item))
+(assignment right: (tuple
+  [(identifier) (attribute) (subscript) (call) (integer) (float) (string) (concatenated_string) (true)
+   (false) (none) (list) (tuple) (dictionary) (set) (binary_operator) (unary_operator)
+   (comparison_operator) (boolean_operator) (not_operator) (conditional_expression) (lambda)
+   (parenthesized_expression) (list_comprehension) (dictionary_comprehension) (set_comprehension)
+   (generator_expression) (await)] @flow.item))
+(assignment right: (list
+  [(identifier) (attribute) (subscript) (call) (integer) (float) (string) (concatenated_string) (true)
+   (false) (none) (list) (tuple) (dictionary) (set) (binary_operator) (unary_operator)
+   (comparison_operator) (boolean_operator) (not_operator) (conditional_expression) (lambda)
+   (parenthesized_expression) (list_comprehension) (dictionary_comprehension) (set_comprehension)
+   (generator_expression) (await)] @flow.item))

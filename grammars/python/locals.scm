@@ -1,12 +1,15 @@
 ; Scopes and bindings for Python, resolved by codept/structure/resolve.py.
 
 ; -- scopes ------------------------------------------------------------------
+; the module: the scope `global x` binds in (a scope of its own, below the file's)
+(module) @local.scope
 (function_definition) @local.scope
 (lambda) @local.scope
 (class_definition) @local.scope.class
+; comprehensions: their loop variables are their own, a `:=` inside binds in the enclosing function
 [
   (list_comprehension) (set_comprehension) (dictionary_comprehension) (generator_expression)
-] @local.scope
+] @local.scope.inline
 
 ; -- definitions ---------------------------------------------------------------
 (function_definition name: (identifier) @local.definition.function)
@@ -36,7 +39,7 @@
  (pattern_list (list_pattern (identifier) @local.definition.var))]
 ; `c += i` defines c again AND reads it: both captures, one binding
 (augmented_assignment left: (identifier) @local.definition.var)
-(named_expression name: (identifier) @local.definition.var)
+(named_expression name: (identifier) @local.definition.outer)
 
 ; loop and comprehension variables
 (for_statement left: (identifier) @local.definition.var)
@@ -53,6 +56,10 @@
 (import_statement name: (dotted_name . (identifier) @local.definition.import))
 (aliased_import alias: (identifier) @local.definition.import)
 (import_from_statement name: (dotted_name (identifier) @local.definition.import))
+
+; `nonlocal x` / `global x`: x in this function is the enclosing function's / the module's
+(nonlocal_statement (identifier) @local.nonlocal)
+(global_statement (identifier) @local.global)
 
 ; -- references -----------------------------------------------------------------
 (identifier) @local.reference

@@ -15,7 +15,7 @@
 [(case (else) @flow.default) (case_match else: (else) @flow.default)]
 
 (begin) @flow.try
-(body_statement (rescue)) @flow.try
+(body_statement [(rescue) (ensure)]) @flow.try
 (rescue) @flow.handler
 (ensure) @flow.finally
 
@@ -26,4 +26,12 @@
 (assignment left: (_) @flow.target right: (_) @flow.value)
 (operator_assignment left: (_) @flow.target right: (_) @flow.value)
 (operator_assignment left: (identifier) @flow.update)
-(for pattern: (_) @flow.target value: (_) @flow.value)
+(for pattern: (_) @flow.target value: (_) @flow.collection)
+
+; `a, b = b, a` pairs a <- b, b <- a; a splat (`*rest`, `*xs`) is no item (its level falls back to
+; all-to-all)
+[(left_assignment_list [(identifier) (destructured_left_assignment) (instance_variable) (global_variable)
+   (class_variable) (constant) (call) (element_reference)] @flow.item)
+ (destructured_left_assignment [(identifier) (destructured_left_assignment) (instance_variable)
+   (global_variable) (class_variable) (constant) (call) (element_reference)] @flow.item)]
+(assignment right: (right_assignment_list (_arg) @flow.item))
