@@ -65,7 +65,7 @@ def _cmd_tokenizer_train(args) -> int:
 
 def _cmd_grammar_check(args) -> int:
     from codept.structure.fixtures import check_language
-    from codept.structure.grammar import available_languages
+    from codept.languages import available_languages
 
     unknown = sorted(set(args.langs) - set(available_languages()))
     if unknown:
@@ -84,7 +84,7 @@ def _cmd_grammar_check(args) -> int:
 
 def _cmd_view(args) -> int:
     from codept.data.sources import read_source
-    from codept.structure.grammar import available_languages, language_for_path
+    from codept.languages import available_languages, language_for_path
     from codept.structure.kinds import DEFINITION_KINDS, ROLES, SPAN_KINDS
     from codept.structure.view import build_view
     from codept.tokenizer import default_tokenizer_dir, load_tokenizer

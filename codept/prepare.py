@@ -55,7 +55,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Iterator
 
-from codept import __version__
+from codept import __version__, languages
 from codept.data.dedup import ExactDedup, NearDedup, content_hash, minhash_signature
 from codept.data.jobs import (  # noqa: F401  (SHARD_ROWS, ShardWriter: their old home)
     SHARD_ROWS,
@@ -224,15 +224,14 @@ def _quick_settings(cfg: PrepareConfig, tokenizer_dir: Path):
     the grammar folders' bytes and the stat of each grammar wheel's files (an upgrade rewrites them)
     instead of grammar.grammars_fingerprint. The content key keeps the full fingerprint."""
     import importlib.util
-    import tomllib
 
     h = hashlib.sha256(f"codept {__version__} quick\n".encode())
     h.update(_code_fingerprint())
-    for f in sorted(grammar.grammars_dir().glob("*/*")):
+    for f in sorted(languages.grammars_dir().glob("*/*")):
         if f.is_file() and f.suffix in (".toml", ".scm"):
-            h.update(key_bytes(str(f.relative_to(grammar.grammars_dir()))) + b"\0" + f.read_bytes())
+            h.update(key_bytes(str(f.relative_to(languages.grammars_dir()))) + b"\0" + f.read_bytes())
             if f.name == "language.toml":
-                mods = ["tree_sitter", tomllib.loads(f.read_text()).get("module", "")]
+                mods = ["tree_sitter", languages.language(f.parent.name).module]
                 for spec in filter(None, (importlib.util.find_spec(m) for m in mods if m)):
                     for loc in spec.submodule_search_locations or [spec.origin]:
                         for g in sorted(Path(loc).rglob("*")) if Path(loc).is_dir() else [Path(loc)]:

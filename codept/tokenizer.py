@@ -47,7 +47,7 @@ def sentinel(i: int) -> str:
 def special_tokens(languages: Iterable[str] | None = None) -> list[str]:
     """All special tokens, in id order."""
     if languages is None:
-        from codept.structure.grammar import available_languages
+        from codept.languages import available_languages
 
         languages = available_languages()
     langs = sorted(set(languages)) + EXTRA_LANG_TAGS
@@ -74,7 +74,7 @@ def _new_tokenizer() -> Tokenizer:
 
 def iter_training_files(sources: Iterable[str | os.PathLike]) -> list[Path]:
     """Files under `sources` with a known code or text extension, sorted, each at most 1 MiB."""
-    from codept.structure.grammar import extension_map
+    from codept.languages import extension_map
 
     exts = set(extension_map()) | set(TEXT_EXTENSIONS)
     out: set[Path] = set()

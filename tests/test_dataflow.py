@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from codept.data.sources import read_source, stdlib_files
+from codept import languages
 from codept.structure import dataflow, grammar, kinds
 from codept.structure.view import resolve_identifiers
 
@@ -150,7 +151,7 @@ def test_properties_on_local_code(lang):
     _assert_properties(total)
 
 
-@pytest.mark.parametrize("lang", grammar.available_languages())
+@pytest.mark.parametrize("lang", languages.available_languages())
 def test_walk_routes_flow_patterns_exactly(lang):
     """Kind-only flow patterns are answered by the parser's walk: the rows must be the query's."""
     from codept.structure.fixtures import fixture_files

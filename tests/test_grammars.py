@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import shutil
-import tomllib
 
 import numpy as np
 import pytest
 
+from codept import languages
 from codept.structure import grammar, kinds
 from codept.structure.fixtures import check_fixture, fixture_files
 
 SIX = ["go", "java", "javascript", "php", "python", "ruby"]
-LANGS = grammar.available_languages()
+LANGS = languages.available_languages()
 
 
 def test_six_languages_present():
@@ -31,16 +31,16 @@ def test_grammar_loads_and_captures_in_vocabulary(lang):
 
 
 def test_extensions_are_unique_and_mapped():
-    ext = grammar.extension_map()
+    ext = languages.extension_map()
     assert ext[".py"] == "python" and ext[".java"] == "java" and ext[".go"] == "go"
     assert ext[".js"] == "javascript" and ext[".rb"] == "ruby" and ext[".php"] == "php"
-    assert grammar.language_for_path("x/y/Z.JAVA") == "java"
-    assert grammar.language_for_path("README") is None
+    assert languages.language_for_path("x/y/Z.JAVA") == "java"
+    assert languages.language_for_path("README") is None
 
 
 def _copy_python(tmp_path, monkeypatch):
     dst = tmp_path / "python"
-    shutil.copytree(grammar.grammars_dir() / "python", dst)
+    shutil.copytree(languages.grammars_dir() / "python", dst)
     monkeypatch.setenv("CODEPT_GRAMMARS", str(tmp_path))
     return dst
 
@@ -114,8 +114,7 @@ def test_fixtures_cover_the_vocabulary(lang):
     asserted: set[str] = set()
     for p in files:
         asserted |= set(check_fixture(p, lang).asserted)
-    cfg = tomllib.loads((grammar.grammars_dir() / lang / "language.toml").read_text())
-    unsupported = set(cfg.get("unsupported_span_kinds", []))
+    unsupported = set(languages.language(lang).unsupported_span_kinds)
     assert unsupported <= set(kinds.SPAN_KINDS)
     missing = {f"span.{k}" for k in kinds.SPAN_KINDS if k not in unsupported} - asserted
     assert not missing, f"{lang}: fixtures never assert {sorted(missing)}"

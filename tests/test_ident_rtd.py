@@ -10,6 +10,7 @@ from codept.data.example import IGNORE
 from codept.data.sources import read_source, stdlib_files
 from codept.objectives import build
 from codept.objectives.render import Vocab
+from codept import languages
 from codept.structure import grammar
 from codept.structure.fixtures import fixture_files
 from codept.structure.view import build_view
@@ -29,7 +30,7 @@ def _shape_of(lang: str, text: str):
 
 
 @pytest.mark.parametrize("consistent", [True, False])
-@pytest.mark.parametrize("lang", grammar.available_languages())
+@pytest.mark.parametrize("lang", languages.available_languages())
 def test_renamed_fixtures_parse_the_same_way(lang, consistent, small_tok, vocab):
     obj = build("ident_rtd", vocab, rate=0.5, consistent=consistent)
     renamed = 0

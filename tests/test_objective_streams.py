@@ -220,7 +220,7 @@ def corpora(small_tok, tmp_path_factory):
     """kind -> the views tables / lists an objective reads (one source each), and the lexicon path."""
     from codept.exec import views as exec_views
     from codept.objectives.translate import code_pair_view, doc_code_pairs, pairs_table
-    from codept.structure import grammar
+    from codept import languages
     from codept.structure.view import build_view, views_to_table
     from codept.text.build import build_pair_view, build_text_view
     from codept.text.view import pairs_to_table, views_to_table as text_table
@@ -228,7 +228,7 @@ def corpora(small_tok, tmp_path_factory):
     py = [p for p in stdlib_files() if 3000 < p.stat().st_size < 9000 and p.name[0] != "_"][:4]
     code = [build_view(str(p), "python", read_source(p), small_tok) for p in py]
     for lang in ("java", "go", "javascript", "php", "ruby"):  # the grammars' own fixtures: real code
-        for f in sorted((grammar.grammars_dir() / lang / "fixtures").iterdir()):
+        for f in sorted((languages.grammars_dir() / lang / "fixtures").iterdir()):
             if f.stem.lower() in ("flow", "scopes"):
                 code.append(build_view(str(f), lang, f.read_text(encoding="utf-8"), small_tok))
     import argparse

@@ -356,7 +356,7 @@ def test_minilm_six_cpu_preset_and_balanced_files(tmp_path):
     import shutil
 
     from codept.data.sources import stdlib_root
-    from codept.structure.grammar import language_for_path
+    from codept.languages import language_for_path
     from codept.train.config import ConfigError
 
     R = _recipe_module()

@@ -32,7 +32,7 @@ def split(items):
     ("python", "python"), ("Python", "python"), ("PY", "python"), (" py ", "python"), ("python3", "python"),
     ("js", "javascript"), ("JavaScript", "javascript"), ("node", "javascript"), ("golang", "go"), ("Go", "go"),
     ("rb", "ruby"), ("Java", "java"), ("PHP", "php"),
-    ("c#", None), ("TypeScript", None), ("", None), (None, None), (3, None),
+    ("cobol", None), ("klingon", None), ("", None), (None, None), (3, None),
 ])
 def test_canonical_language(name, lang):
     assert canonical_language(name) == lang

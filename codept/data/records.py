@@ -19,7 +19,8 @@ Algorithm:
    hold ``.jsonl`` fixtures): name them or glob them.
 2. A row's language is ``canonical_language(lang)`` (names and aliases, case-insensitive, e.g.
    ``Python``, ``py``, ``golang``, ``node``); with no ``lang`` value, the extension of its ``path``.
-   A language without a grammar (``c#``, ``TypeScript``) is a skip ``unknown_language``.
+   A language without a grammar (``cobol``) is a skip ``unknown_language``. Names and aliases
+   come from each ``grammars/<lang>/language.toml`` (``codept.languages``).
 3. Every input comes out exactly once, in input order, as a ``Record`` (to view) or a ``Skip``
    (``origin``, ``reason``, ``detail``). Reasons: those of ``discover`` (``unknown_language``,
    ``not_found``, ``symlinked_directory``, ...), ``bad_record`` (a line that is not a JSON object, a
@@ -54,7 +55,6 @@ without streaming), column names other than ``content``/``lang``/``path``, archi
 
 from __future__ import annotations
 
-import functools
 import glob
 import gzip
 import json
@@ -67,22 +67,12 @@ from pathlib import Path
 
 from codept.data.jobs import SkipFile
 from codept.data.sources import BOM, DEFAULT_MAX_BYTES, decode_source, discover, read_source
-from codept.structure.grammar import available_languages, language_for_path
+from codept.languages import available_languages, canonical_language, language_for_path
 
 BATCH_ROWS = 1024
 DATA_SUFFIXES = (".jsonl", ".jsonl.gz", ".parquet")
 GLOB_CHARS = set("*?[")
 
-# Lower-case alias -> language folder name. Only targets that have a grammar are ever returned
-# (canonical_language checks), so an alias for a language not installed is simply unknown.
-LANGUAGE_ALIASES = {
-    "py": "python", "python3": "python", "py3": "python",
-    "js": "javascript", "node": "javascript", "nodejs": "javascript", "ecmascript": "javascript",
-    "jsx": "javascript", "mjs": "javascript", "cjs": "javascript",
-    "golang": "go",
-    "rb": "ruby",
-    "php3": "php", "php4": "php", "php5": "php", "php7": "php", "php8": "php",
-}
 
 
 @dataclass(frozen=True)
@@ -104,23 +94,6 @@ class Skip:
     reason: str
     detail: str = ""
     path: str = ""
-
-
-@functools.lru_cache(maxsize=1)
-def _languages() -> frozenset[str]:
-    return frozenset(available_languages())  # cached like grammar.extension_map: one glob, not one per row
-
-
-def canonical_language(name: object) -> str | None:
-    """``"Python"``, ``"py"``, ``"golang"`` -> a language with a grammar, or None."""
-    if not isinstance(name, str):
-        return None
-    key = name.strip().lower()
-    langs = _languages()
-    if key in langs:
-        return key
-    alias = LANGUAGE_ALIASES.get(key)
-    return alias if alias in langs else None
 
 
 def is_stream(src: object) -> bool:
@@ -184,7 +157,7 @@ def _row(origin: str, row: object) -> Record | Skip:
     else:
         lang = canonical_language(raw)
         if lang is None:
-            return Skip(origin, "unknown_language", f"lang={raw!r} is not one of {sorted(_languages())} "
+            return Skip(origin, "unknown_language", f"lang={raw!r} is not one of {available_languages()} "
                         "or their aliases", path)
     return Record(path, lang, content, origin)
 

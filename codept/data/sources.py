@@ -82,7 +82,7 @@ def walk(sources: list[str | os.PathLike], classify) -> tuple[list[tuple[str, st
 def discover(sources: list[str | os.PathLike]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """Code files -> (files [(path, lang)], skipped [(path, reason)]), both sorted by path."""
 
-    from codept.structure.grammar import language_for_path  # only here: text readers need no grammar
+    from codept.languages import language_for_path
 
     def classify(p: Path):
         lang = language_for_path(p)

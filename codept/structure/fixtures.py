@@ -47,6 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
+from codept import languages
 from codept.structure import dataflow, grammar, kinds, offsets
 from codept.structure.view import resolve_identifiers
 
@@ -247,7 +248,7 @@ def kinds_name(k: int) -> str:
 
 
 def fixture_files(lang: str) -> list[Path]:
-    folder = grammar.grammars_dir() / lang / "fixtures"
+    folder = languages.grammars_dir() / lang / "fixtures"
     return sorted(p for p in folder.glob("*") if p.is_file())
 
 

@@ -4,8 +4,10 @@ This is the ONLY module that imports ``tree_sitter``. Everything above it sees N
 byte offsets and integer kinds, never a tree-sitter object.
 
 A language is a folder ``grammars/<lang>/`` holding
-  ``language.toml``  the grammar wheel's module and entry point, file extensions, comment syntax,
-                     doc-comment prefixes and the default scope order (see grammars/README.md);
+  ``language.toml``  the grammar wheel's module and entry point, file extensions, aliases, comment
+                     syntax, doc-comment prefixes and the default scope order (see
+                     grammars/README.md), read by codept.languages (no tree-sitter) -- the
+                     language table, extension map and aliases live there, not here;
   ``spans.scm``      ``@span.<kind>`` captures (kinds: codept.structure.kinds.SPAN_KINDS);
   ``locals.scm``     ``@local.scope/definition/reference`` captures;
   ``tags.scm``       ``@definition.<kind>`` + ``@name`` + optional ``@doc``;
@@ -40,7 +42,6 @@ import hashlib
 import os
 import re
 import time
-import tomllib
 from dataclasses import dataclass, field
 from importlib import import_module
 from pathlib import Path
@@ -48,42 +49,11 @@ from pathlib import Path
 import numpy as np
 import tree_sitter as ts
 
+from codept import languages
 from codept.data.jobs import SkipFile  # noqa: F401  (moved to the neutral module; re-exported)
 from codept.structure import kinds
 
 QUERY_FILES = ("spans", "locals", "tags", "flow")
-
-
-def grammars_dir() -> Path:
-    """``$CODEPT_GRAMMARS`` or the ``grammars/`` folder next to the ``codept`` package."""
-    env = os.environ.get("CODEPT_GRAMMARS")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "grammars"
-
-
-def available_languages() -> list[str]:
-    root = grammars_dir()
-    return sorted(p.parent.name for p in root.glob("*/language.toml"))
-
-
-@functools.lru_cache(maxsize=None)
-def extension_map() -> dict[str, str]:
-    """File extension (with dot, lower case) -> language name, from every language.toml."""
-    out: dict[str, str] = {}
-    for lang in available_languages():
-        for ext in _read_toml(grammars_dir() / lang / "language.toml").get("extensions", []):
-            if ext.lower() in out:
-                raise ValueError(f"extension {ext} claimed by both {out[ext.lower()]} and {lang}")
-            out[ext.lower()] = lang
-    return out
-
-
-def language_for_path(path: str | os.PathLike) -> str | None:
-    return extension_map().get(Path(path).suffix.lower())
-
-
-def _read_toml(path: Path) -> dict:
-    with open(path, "rb") as f:
-        return tomllib.load(f)
 
 
 @dataclass(frozen=True)
@@ -107,26 +77,16 @@ class Grammar:
     kind_routes: np.ndarray = field(default_factory=lambda: np.zeros((0, 1 << 16), np.int64), repr=False)
 
 
-REQUIRED_TOML_KEYS = ("module", "extensions", "line_comment", "scope_order")
-
-
 @functools.lru_cache(maxsize=None)
 def load_grammar(name: str) -> Grammar:
     """Load ``grammars/<name>/``; raises ValueError naming the file and rule that is broken."""
-    folder = grammars_dir() / name
-    toml_path = folder / "language.toml"
-    if not toml_path.is_file():
-        raise ValueError(f"no grammar {name!r}: {toml_path} missing; available: {available_languages()}")
-    cfg = _read_toml(toml_path)
-    missing = [k for k in REQUIRED_TOML_KEYS if k not in cfg]
-    if missing:
-        raise ValueError(f"{toml_path}: missing keys {missing}")
-    if cfg["scope_order"] not in ("hoisted", "sequential"):
-        raise ValueError(f"{toml_path}: scope_order={cfg['scope_order']!r}, expected hoisted or sequential")
-    module = import_module(cfg["module"])
-    language = ts.Language(getattr(module, cfg.get("function", "language"))())
-    h = hashlib.sha256(toml_path.read_bytes())
-    h.update(f"{cfg['module']}=={getattr(module, '__version__', _dist_version(cfg))}".encode())
+    info = languages.language(name)
+    folder = info.path.parent
+    module = import_module(info.module)
+    entry = getattr(module, info.function)
+    language = ts.Language(entry() if info.argument is None else entry(info.argument))
+    h = hashlib.sha256(info.path.read_bytes())
+    h.update(f"{info.module}=={getattr(module, '__version__', None) or _dist_version(info.wheel)}".encode())
     queries: dict[str, ts.Query] = {}
     for qk in QUERY_FILES:
         qpath = folder / f"{qk}.scm"
@@ -147,13 +107,12 @@ def load_grammar(name: str) -> Grammar:
     structure_src = "\n".join((folder / f"{qk}.scm").read_text(encoding="utf-8") for qk in ("spans", "locals", "flow"))
     queries["structure"] = ts.Query(language, structure_src)
     walk_kinds, kind_routes = _kind_only_patterns(language, queries["structure"], structure_src)
-    lc = cfg["line_comment"]
     return Grammar(
         name=name,
-        extensions=tuple(cfg["extensions"]),
-        line_comment=(lc,) if isinstance(lc, str) else tuple(lc),
-        doc_comment_prefixes=tuple(cfg.get("doc_comment_prefixes", [])),
-        scope_order=cfg["scope_order"],
+        extensions=info.extensions,
+        line_comment=info.line_comment,
+        doc_comment_prefixes=info.doc_comment_prefixes,
+        scope_order=info.scope_order,
         fingerprint=h.hexdigest(),
         language=language,
         queries=queries,
@@ -243,11 +202,11 @@ def _kind_only_patterns(language: ts.Language, query: ts.Query, src: str) -> tup
     return bytes(want), table
 
 
-def _dist_version(cfg: dict) -> str:
+def _dist_version(wheel: str) -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version(cfg.get("wheel", cfg["module"].replace("_", "-")))
+        return version(wheel)
     except PackageNotFoundError:
         return "unknown"
 
@@ -260,7 +219,7 @@ def _parser(name: str) -> ts.Parser:
 def grammars_fingerprint(names: list[str] | None = None) -> str:
     """One hash over the given (default: all) grammars: part of every prepared-data cache key."""
     h = hashlib.sha256()
-    for n in names or available_languages():
+    for n in names or languages.available_languages():
         h.update(load_grammar(n).fingerprint.encode())
     return h.hexdigest()
 
