@@ -3,7 +3,7 @@
   codept prepare [SRC...] [--out DIR]       views of a corpus (default: this Python's stdlib), summary
   codept prepare-text SRC... [--out DIR]    text/markdown/rst/man documents and parallel pairs -> views
   codept tokenizer train SRC... --out DIR   byte-level BPE with codept's special tokens
-  codept export CKPT --out DIR              a training checkpoint -> a transformers model folder
+  codept export CKPT --out DIR              a training checkpoint -> a transformers model folder (+ README.md card)
   codept probe build SRC... --out DIR [--exclude PREPARED...]
                                             code-search probe pairs, decontaminated against training data
   codept probe run --model M --probe DIR    MRR / R@k of a model (checkpoint, transformers folder, bm25, random)
@@ -178,6 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
     pe.add_argument("ckpt", type=Path, help="run folder (uses its `latest`) or a checkpoint folder")
     pe.add_argument("--out", required=True, type=out_folder, help="the transformers folder to write")
     pe.add_argument("--tokenizer", type=tokenizer_path, help="tokenizer folder (default: the one the run used)")
+    pe.add_argument("--head", choices=("auto", "mlm", "lm", "none"), default="auto",
+                    help="the head the folder carries: lm = a decoder (AutoModelForCausalLM), mlm = an encoder "
+                         "with its MLM head, none = the encoder alone; auto = the run's one trained LM head")
     pe.set_defaults(fn=_cmd_export)
 
     px = sub.add_parser("prepare-text", help="natural-language corpora -> text/pair views on disk")

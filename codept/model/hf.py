@@ -7,7 +7,14 @@ export(model, tokenizer_dir, out_dir):
      the MLM head as ``cls.predictions.*`` when given (its decoder is tied to the word embeddings).
   The token-type table is exported (BertModel's token_type_embeddings; pass token_type_ids). A model
   with a language table (n_langs > 0) or GLM's block positions is refused with the reason.
-  3. The tokenizer files of ``tokenizer_dir`` copied (tokenizer.json, tokenizer_config.json, ...).
+  3. The tokenizer files of ``tokenizer_dir`` copied (tokenizer.json, tokenizer_config.json, ...);
+     tokenizer_config.json gets the model's ``model_max_length`` (its max_positions: codept's own
+     tokenizer folder says 2^20, and pipelines then crash past the position table) and
+     ``split_special_tokens: true``: source text that spells a special token (``<mask>``, ``<pad>``,
+     ``<sentinel_3>``, ...) stays text, as in codept's own encoding (codept.tokenizer.load_tokenizer;
+     124 of 16,356 site-packages files contain ``<mask>``). Special ids come from the tokenizer's
+     attributes (``tokenizer.mask_token_id``), never from text: an HF fill-mask pipeline, which writes
+     ``<mask>`` into its input text, cannot be used on such a folder.
   ``AutoModel.from_pretrained(out_dir)`` then gives the same last hidden states as the codept model
   on a single bidirectional document (tests/test_hf.py). The BERT pooler is not written: codept does
   not train one, so transformers initialises it at random (and says so) when loading.
@@ -154,9 +161,19 @@ def export(model: Transformer, tokenizer_dir: str | Path, out_dir: str | Path, m
     arch = "BertLMHeadModel" if lm_head is not None else "BertForMaskedLM" if mlm_head is not None else "BertModel"
     bert_config(model.config, arch, decoder=lm_head is not None).save_pretrained(out)
     save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
-    for f in tok_files:
-        shutil.copyfile(f, out / f.name)
+    write_tokenizer(tok_files, out, model.config.max_positions)
     return out
+
+
+def write_tokenizer(files: list[Path], out: Path, max_positions: int) -> None:
+    """Copy the tokenizer ``files`` into ``out``; its tokenizer_config.json says the model's
+    ``model_max_length`` and ``split_special_tokens`` (module docstring, 3)."""
+    for f in files:
+        shutil.copyfile(f, out / f.name)
+    cfg_path = out / "tokenizer_config.json"
+    cfg = json.loads(cfg_path.read_text()) if cfg_path.is_file() else {}
+    cfg.update(model_max_length=max_positions, split_special_tokens=True)
+    cfg_path.write_text(json.dumps(cfg, indent=2) + "\n")
 
 
 def export_generator(model: Transformer, generator, tokenizer_dir: str | Path, out_dir: str | Path) -> Path:
@@ -193,9 +210,8 @@ def export_generator(model: Transformer, generator, tokenizer_dir: str | Path, o
         position_embedding_type="absolute", architectures=["ElectraForMaskedLM"], tie_word_embeddings=True,
     ).save_pretrained(out)
     save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
-    for f in TOKENIZER_FILES:
-        if (tokenizer_dir / f).is_file():
-            shutil.copyfile(tokenizer_dir / f, out / f)
+    write_tokenizer([tokenizer_dir / f for f in TOKENIZER_FILES if (tokenizer_dir / f).is_file()], out,
+                    cfg.max_positions)
     return out
 
 

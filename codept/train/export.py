@@ -1,4 +1,5 @@
-"""``codept export CKPT --out DIR``: a training checkpoint -> a folder transformers loads.
+"""``codept export CKPT --out DIR [--head auto|mlm|lm|none]``: a training checkpoint -> a folder
+transformers loads.
 
 1. CKPT is a run folder (its ``latest`` names the checkpoint) or a checkpoint folder itself
    (:func:`checkpoint_folder`; anything else is a FileNotFoundError naming the path and what was
@@ -9,12 +10,23 @@
    exporting or probing such a checkpoint never imports deepspeed; only ZeRO-3 partitions
    (``zero_pp_rank_<r>_mp_rank_00_model_states.pt``, no whole file) are gathered by DeepSpeed
    (codept.train.engine.consolidated_state_dict).
-3. The encoder (and its MLM head) are written by codept.model.hf.export: config.json (BertConfig),
-   model.safetensors and the tokenizer files; ``transformers.AutoModel.from_pretrained(DIR)`` gives
-   the same hidden states as the trained encoder.
+3. Which folder (:func:`choose_head`): the checkpoint's trained heads decide. A causal LM head
+   (``lm``: trained by ar, t5_span, ident_mask, exec_trace) -> a DECODER, ``BertLMHeadModel`` with
+   ``is_decoder=True``: ``AutoModelForCausalLM.from_pretrained(DIR).generate()`` continues text
+   with codept.model.regimes.greedy's tokens. An MLM head (mlm, syntax_span, unilm, wwm, span, ...)
+   -> ``BertForMaskedLM``; neither (code_doc, ...) -> ``BertModel``. A run with both asks for
+   ``--head``. unilm trains the MLM head (cloze under bidirectional, causal and seq2seq masks), so it
+   exports as an encoder: it has no next-token head. t5_span / ident_mask / exec_trace train the
+   causal head as a PREFIX-LM (bidirectional over the input, causal over the targets); HF's decoder
+   is causal everywhere, so its generate() equals codept's greedy (causal) decoding, not the
+   prefix-LM conditioning those objectives trained (the model card says so).
+4. codept.model.hf.export writes config.json, model.safetensors and the tokenizer (model_max_length =
+   the model's max_positions; text never becomes a special id); codept.train.card writes README.md
+   (training data, mixture, steps, validation and probe tables of the run's summary.json).
 Errors: a missing or unreadable checkpoint file is a FileNotFoundError / ValueError naming the file;
 :func:`main` prints it on one line and returns 2.
-Not covered: checkpoints not written by the recipe (no model config in their client state).
+Not covered: checkpoints not written by the recipe (no model config in their client state);
+exporting several heads into one folder (export twice with ``--head``).
 """
 
 from __future__ import annotations
@@ -69,10 +81,15 @@ def module_state(tag_dir: Path) -> dict[str, torch.Tensor]:
     return {k: v.detach() for k, v in consolidated_state_dict(tag_dir).items()}  # its tensors require grad
 
 
-def load_trained(ckpt: str | Path) -> tuple[Transformer, torch.nn.Module | None, Path]:
-    """(encoder, MLM head or None, tokenizer folder) of a recipe checkpoint."""
+HEAD_KINDS = ("auto", "mlm", "lm", "none")
+
+
+def trained(ckpt: str | Path) -> dict:
+    """{"model", "heads" ({"mlm" | "lm": head}, the language-model heads the checkpoint holds),
+    "tokenizer", "tag_dir", "config" (the checkpoint's recorded settings), "step"} of a recipe checkpoint."""
     tag_dir = checkpoint_folder(ckpt)
-    client = _load(tag_dir / "rank0.pt").get("client_state", {})
+    rank0 = _load(tag_dir / "rank0.pt")
+    client = rank0.get("client_state", {})
     if "model" not in client:
         raise ValueError(f"{tag_dir}: no model config in the client state (not written by recipes/pretrain_code.py)")
     cfg = ModelConfig(**client["model"])
@@ -82,18 +99,52 @@ def load_trained(ckpt: str | Path) -> tuple[Transformer, torch.nn.Module | None,
     missing, unexpected = model.load_state_dict(enc, strict=False)
     if missing or unexpected:
         raise ValueError(f"{tag_dir}: weights do not match the saved config: missing {missing[:5]}, unexpected {unexpected[:5]}")
-    head = build_head("mlm", model)
-    hs = {k[len("heads.mlm."):]: v for k, v in state.items() if k.startswith("heads.mlm.")}
-    head_ok = bool(hs) and not head.load_state_dict({**head.state_dict(), **hs}, strict=False).unexpected_keys
-    return model.eval(), (head.eval() if head_ok else None), Path(client["tokenizer"])
+    heads = {}
+    for name in ("mlm", "lm"):
+        head = build_head(name, model)
+        hs = {k[len(f"heads.{name}."):]: v for k, v in state.items() if k.startswith(f"heads.{name}.")}
+        if hs and not head.load_state_dict({**head.state_dict(), **hs}, strict=False).unexpected_keys:
+            heads[name] = head.eval()
+    return {"model": model.eval(), "heads": heads, "tokenizer": Path(client["tokenizer"]), "tag_dir": tag_dir,
+            "config": rank0.get("config") or {}, "step": rank0.get("step")}
+
+
+def load_trained(ckpt: str | Path) -> tuple[Transformer, torch.nn.Module | None, Path]:
+    """(encoder, MLM head or None, tokenizer folder) of a recipe checkpoint."""
+    t = trained(ckpt)
+    return t["model"], t["heads"].get("mlm"), t["tokenizer"]
+
+
+def choose_head(heads: dict, want: str = "auto") -> str:
+    """"mlm", "lm" or "none": the head the folder carries (module docstring, 3). ValueError when
+    ``want`` names a head the checkpoint lacks, or when ``auto`` meets both."""
+    if want not in HEAD_KINDS:
+        raise ValueError(f"--head {want!r}: expected one of {HEAD_KINDS}")
+    if want == "auto":
+        if len(heads) > 1:
+            raise ValueError("the run trained an MLM head and a causal LM head: pass --head mlm (an encoder, "
+                             "BertForMaskedLM) or --head lm (a decoder, BertLMHeadModel)")
+        return next(iter(heads), "none")
+    if want != "none" and want not in heads:
+        raise ValueError(f"--head {want}: the checkpoint holds no trained {want!r} head "
+                         f"(it has {sorted(heads) or 'none'})")
+    return want
 
 
 def main(args) -> int:
+    from codept.train import card
+
     try:  # hf.export checks the tokenizer and what BERT can hold before it writes anything
-        model, head, tok_dir = load_trained(args.ckpt)
-        out = hf.export(model, args.tokenizer or tok_dir, args.out, mlm_head=head)
+        t = trained(args.ckpt)
+        kind = choose_head(t["heads"], getattr(args, "head", None) or "auto")
+        model, head = t["model"], t["heads"].get(kind)
+        out = hf.export(model, args.tokenizer or t["tokenizer"], args.out,
+                        mlm_head=head if kind == "mlm" else None, lm_head=head if kind == "lm" else None)
+        (out / "README.md").write_text(card.model_card(t, kind, out))
     except (FileNotFoundError, ValueError) as e:
         print(f"codept export: error: {e}", file=sys.stderr)
         return 2
-    print(f"exported {model.num_parameters():,} parameters ({'with' if head else 'without'} MLM head) -> {out}")
+    what = {"mlm": "an encoder with its MLM head (BertForMaskedLM)", "lm": "a decoder with its causal LM head "
+            "(BertLMHeadModel)", "none": "an encoder without a head (BertModel)"}[kind]
+    print(f"exported {model.num_parameters():,} parameters as {what} -> {out}")
     return 0
