@@ -48,7 +48,7 @@ CONTENDERS = {"dataflow": {}, "dataflow_edge": {}, "ident_rtd": {}, "ident_mask"
 def settings(name: str, given: dict, seq: int, max_tokens: int | None) -> dict:
     """The contender's objective settings at rows of `seq`, as the recipes derive them
     (codept.train.loop.row_settings); `max_tokens` (if set) as if given."""
-    cfg = OBJECTIVES[name][1]
+    cfg = OBJECTIVES[name].config
     if not getattr(cfg, "whole_in_row", False):
         return dict(given)
     return row_settings(name, cfg, {**given, **({} if max_tokens is None else {"max_tokens": max_tokens})}, seq)

@@ -277,10 +277,10 @@ def test_objective_through_the_stream_trains_its_heads(name, overrides, extra, k
     overrides = _resolve(overrides, corpora)
     settings = {**ROW_SETTINGS.get(name, {}), **overrides}
     objective = build(name, vocab, **settings)
-    cfg = OBJECTIVES[name][1](**settings)
+    cfg = OBJECTIVES[name].config(**settings)
     src = source_of(kind, name, objective, corpora)
     stream = PackedStream(Mixture([src], [1.0], seed=11, horizon=2 * src.n), SEQ, vocab.pad_id, buffer=src.n)
-    if getattr(OBJECTIVES[name][1], "whole_in_row", False) and not extra.get("long"):  # packing would cut it
+    if getattr(OBJECTIVES[name].config, "whole_in_row", False) and not extra.get("long"):  # packing would cut it
         for step in range(2 * src.n):
             ex = stream.mixture.example(step)
             for e in ex if isinstance(ex, list) else [ex]:
@@ -395,7 +395,8 @@ def test_variant_table_covers_every_option():
     assert not missing, f"objectives without a row in VARIANTS: {missing}"
     assert not set(VARIANTS) - set(OBJECTIVES)
     problems = []
-    for name, (_, config) in OBJECTIVES.items():
+    for name, o in OBJECTIVES.items():
+        config = o.config
         default = config()
         used: dict[str, list] = {}
         for _, overrides, _ in VARIANTS[name]:
@@ -421,7 +422,7 @@ def test_variant_table_covers_every_option():
                 if left:
                     problems.append(f"{name}.{field}: no variant uses {sorted(left)}")
     for (name, field), _ in {**NOT_PATH, **CHOICES}.items():
-        if field not in {f.name for f in dataclasses.fields(OBJECTIVES[name][1])}:
+        if field not in {f.name for f in dataclasses.fields(OBJECTIVES[name].config)}:
             problems.append(f"{name}.{field}: listed but not a field of its Config")
     assert not problems, "\n".join(problems)
 
@@ -430,7 +431,7 @@ def test_every_variant_builds():
     """Each override is a real, valid setting of its objective's Config (unknown keys are a TypeError)."""
     for name, variants in VARIANTS.items():
         for _, overrides, _ in variants:
-            OBJECTIVES[name][1](**{**ROW_SETTINGS.get(name, {}), **_resolve(overrides, {"lexicon": "x.txt"})})
+            OBJECTIVES[name].config(**{**ROW_SETTINGS.get(name, {}), **_resolve(overrides, {"lexicon": "x.txt"})})
 
 
 def test_every_objective_in_one_mixture(corpora, vocab):

@@ -8,7 +8,7 @@ import pytest
 from codept.data.example import IGNORE
 from codept.data.sources import read_source, stdlib_files
 from codept.model.pretrainer import HEADS
-from codept.objectives import HEADS_OF, OBJECTIVES, VIEWS_OF, build
+from codept.objectives import HEADS_OF, LOSS_WEIGHTS_OF, MODEL_OF, OBJECTIVES, VIEWS_OF, build
 from codept.objectives.render import Vocab
 from codept.objectives.select import budget, whole_spans
 from codept.structure.view import build_view
@@ -32,6 +32,54 @@ def test_registry_is_explicit_and_checked(byte_tok):
         build("mlm", vocab, ratio=0.2)
     with pytest.raises(ValueError, match="kinds"):
         build("syntax_span", vocab, kinds=("loop",))
+
+
+HELPERS = {"select", "render", "segments", "spec"}  # modules of codept/objectives/ that define no objective
+
+
+def test_every_objective_module_declares_itself_and_is_registered():
+    """Each module under codept/objectives/ (but the helpers) declares its objective(s) at its end, and
+    every declaration is in OBJECTIVES under its own name: a new objective file that is not
+    registered, or a registered name that points at another objective, fails here."""
+    import importlib
+    import pkgutil
+
+    import codept.objectives as pkg
+    from codept.objectives.spec import Objective
+
+    registered = {id(o): name for name, o in OBJECTIVES.items()}
+    assert all(o.name == name for name, o in OBJECTIVES.items()), {n: o.name for n, o in OBJECTIVES.items()}
+    seen, problems = set(), []
+    for info in pkgutil.iter_modules(pkg.__path__):
+        mod = importlib.import_module(f"codept.objectives.{info.name}")
+        declared = [v for v in vars(mod).values() if isinstance(v, Objective)]
+        if info.name in HELPERS:
+            if declared:
+                problems.append(f"{info.name} is listed as a helper but declares {[o.name for o in declared]}")
+            continue
+        if not declared:
+            problems.append(f"codept/objectives/{info.name}.py declares no Objective (or add it to HELPERS)")
+        for o in declared:
+            if id(o) not in registered:
+                problems.append(f"{o.name!r} (codept/objectives/{info.name}.py) is not in OBJECTIVES")
+            seen.add(id(o))
+    assert not problems, problems
+    assert seen == set(registered), sorted(registered[i] for i in set(registered) - seen)
+    # the by-name tables are the declarations
+    assert LOSS_WEIGHTS_OF == {"electra": {"rtd": 50.0}} and MODEL_OF == {"glm": {"block_positions": True}}
+    assert all(HEADS_OF[n] == o.heads and VIEWS_OF[n] == o.views for n, o in OBJECTIVES.items())
+
+
+def test_a_declaration_refuses_bad_fields():
+    from codept.objectives import mlm
+    from codept.objectives.spec import Objective
+
+    with pytest.raises(ValueError, match="heads=.*non-empty tuple"):
+        Objective("x", mlm.build, mlm.Config, heads=(), views=("code",))
+    with pytest.raises(ValueError, match="views=.*non-empty tuple"):
+        Objective("x", mlm.build, mlm.Config, heads=("mlm",), views="code")
+    with pytest.raises(ValueError, match=r"loss_weights for \['rtd'\], which are not its heads"):
+        Objective("x", mlm.build, mlm.Config, heads=("mlm",), views=("code",), loss_weights={"rtd": 2.0})
 
 
 def test_golden_mlm_and_syntax_span(byte_tok):

@@ -250,7 +250,7 @@ class _Flags:
 def _settings(*items, heads=("mlm", "contrastive")):
     from codept.objectives import OBJECTIVES
 
-    objectives = {n: c for n, (_, c) in OBJECTIVES.items()}
+    objectives = {n: o.config for n, o in OBJECTIVES.items()}
     return C.parse_settings(list(items), RunConfig(), {"probe": _Probe(), "flags": _Flags()}, objectives, heads)
 
 

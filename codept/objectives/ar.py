@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from codept.data.example import IGNORE, Example
+from codept.objectives.spec import Objective
 
 SCHEDULES = ("none", "linear", "exponential", "inverse_sigmoid")
 
@@ -73,3 +74,7 @@ def build(vocab, cfg: Config = Config()):
         return Example(ids, np.zeros(len(ids), dtype=bool), labels=labels)
 
     return ar
+
+
+# causal LM (scheduled sampling: codept.model.regimes)
+OBJECTIVE = Objective("ar", build, Config, heads=("lm",), views=("code", "text"))

@@ -68,6 +68,7 @@ import numpy as np
 
 from codept.data.example import IGNORE, Example
 from codept.objectives import render, select
+from codept.objectives.spec import Objective
 from codept.structure.kinds import DEFINITION_KINDS
 from codept.structure.summary import SUMMARY_CAP, summary_tokens  # noqa: F401 (summary_tokens re-exported)
 
@@ -345,3 +346,7 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         return _Unit([*u.sides, neg_doc, neg_code], [*u.keys, 2 * q, 2 * r + 1], mlm)
 
     return code_doc
+
+
+# its optional MLM on the code side (mlm_rate > 0) also feeds "mlm" when that head is built for another objective
+OBJECTIVE = Objective("code_doc", build, Config, heads=("contrastive",), views=("code",))

@@ -25,6 +25,7 @@ import numpy as np
 
 from codept.data.example import IGNORE, Example
 from codept.objectives import render
+from codept.objectives.spec import Objective
 from codept.structure.dataflow import COMES_FROM, COMES_FROM_FIELD, COMES_FROM_NONLOCAL, COMPUTED_FROM
 
 # reaching definitions asked for: "comes_from" is GraphCodeBERT's function-local view (a use of a
@@ -107,3 +108,7 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         return Example(new, np.ones(len(ids), dtype=bool), labels=out_labels, pointers={"dataflow": ptr})
 
     return dataflow
+
+
+# masked uses -> any reaching definition (MultiPointerHead)
+OBJECTIVE = Objective("dataflow", build, Config, heads=("dataflow",), views=("code",))

@@ -30,6 +30,7 @@ import numpy as np
 
 from codept.data.example import Example
 from codept.objectives import render
+from codept.objectives.spec import Objective
 from codept.structure.dataflow import COMES_FROM, COMES_FROM_FIELD, COMES_FROM_NONLOCAL, COMPUTED_FROM
 
 # edge kinds asked about: "both" is GraphCodeBERT's function-local view (comesFrom + computedFrom);
@@ -126,3 +127,7 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         return Example(ids.copy(), np.ones(len(ids), dtype=bool), pointers={"dataflow_edge": rec})
 
     return dataflow_edge
+
+
+# GraphCodeBERT's edge prediction, sampled negatives (EdgeHead)
+OBJECTIVE = Objective("dataflow_edge", build, Config, heads=("dataflow_edge",), views=("code",))

@@ -19,6 +19,7 @@ import numpy as np
 
 from codept.data.example import IGNORE, Example
 from codept.objectives import render, select
+from codept.objectives.spec import Objective
 
 
 @dataclass(frozen=True)
@@ -38,3 +39,8 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         return Example(new, np.ones(len(ids), dtype=bool), labels={"gen": gen, "rtd": rtd})
 
     return electra
+
+
+# generator MLM + discriminator replaced-token detection; loss = MLM + 50 x RTD (ELECTRA's lambda)
+OBJECTIVE = Objective("electra", build, Config, heads=("gen", "rtd"), views=("code", "text"),
+                      loss_weights={"rtd": 50.0})

@@ -19,6 +19,7 @@ import numpy as np
 
 from codept.data.example import Example
 from codept.objectives import render
+from codept.objectives.spec import Objective
 
 
 @dataclass(frozen=True)
@@ -35,3 +36,7 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         return Example(ids.copy(), np.ones(len(ids), dtype=bool), labels={"exec_lines": labels.copy()})
 
     return exec_lines
+
+
+# line execution-count buckets (codept.exec.views)
+OBJECTIVE = Objective("exec_lines", build, Config, heads=("exec_lines",), views=("trace",))

@@ -21,6 +21,7 @@ import numpy as np
 
 from codept.data.example import IGNORE, Example
 from codept.objectives import render
+from codept.objectives.spec import Objective
 
 
 @dataclass(frozen=True)
@@ -71,3 +72,9 @@ def build_trace(vocab: render.Vocab, cfg: TraceConfig = TraceConfig()):
         return Example(ids, prefix, labels={"lm": labels})
 
     return exec_trace
+
+
+# masked values of the serialized trace
+OBJECTIVE = Objective("exec_values", build, Config, heads=("exec_values",), views=("trace",))
+# trace generation after the code (prefix-LM)
+TRACE_OBJECTIVE = Objective("exec_trace", build_trace, TraceConfig, heads=("lm",), views=("trace",))

@@ -26,6 +26,7 @@ import numpy as np
 
 from codept.data.example import IGNORE, Example
 from codept.objectives import render, select
+from codept.objectives.spec import Objective
 
 
 @dataclass(frozen=True)
@@ -102,3 +103,7 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         return render_blanks(ids, spans, rng.permutation(len(spans)), vocab)
 
     return glm
+
+
+# part B, labels already shifted; its 2-D positions need the second position table
+OBJECTIVE = Objective("glm", build, Config, heads=("glm",), views=("code", "text"), model={"block_positions": True})

@@ -26,6 +26,7 @@ import numpy as np
 from codept.data.example import IGNORE, Example
 from codept.objectives import render
 from codept.objectives.ident_rtd import occurrences
+from codept.objectives.spec import Objective
 from codept.structure.kinds import ROLE_FREE
 
 
@@ -112,3 +113,7 @@ def _render(ids, idents, binding, picked, sentinels, lo: int, hi: int, room: int
     pieces.append(ids[at:hi])
     tgt = np.concatenate(targets) if targets else np.zeros(0, np.int64)
     return np.concatenate(pieces), tgt.astype(np.int64)
+
+
+# DOBF: the masked names after the code, causal
+OBJECTIVE = Objective("ident_mask", build, Config, heads=("lm",), views=("code",))

@@ -27,6 +27,7 @@ import numpy as np
 
 from codept.data.example import IGNORE, Example
 from codept.objectives import render
+from codept.objectives.spec import Objective
 from codept.structure.kinds import ROLE_FREE
 
 
@@ -133,3 +134,7 @@ def _splice(ids: np.ndarray, labels: np.ndarray, edits: list) -> Example:
     labs.append(labels[at:])
     out = np.concatenate(pieces).astype(ids.dtype)
     return Example(out, np.ones(len(out), bool), labels={"rtd": np.concatenate(labs)})
+
+
+# renamed identifiers detected per token
+OBJECTIVE = Objective("ident_rtd", build, Config, heads=("rtd",), views=("code",))

@@ -28,6 +28,7 @@ import numpy as np
 
 from codept.data.example import Example
 from codept.objectives import render, select
+from codept.objectives.spec import Objective
 
 STATIC_SALT = 0x57A71C  # separates static-mask draws from every (seed, epoch, index, salt) stream draw
 
@@ -73,3 +74,6 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         return Example(new, np.ones(len(ids), dtype=bool), labels={"mlm": labels})
 
     return mlm
+
+
+OBJECTIVE = Objective("mlm", build, Config, heads=("mlm",), views=("code", "text"))

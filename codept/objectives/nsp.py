@@ -29,6 +29,7 @@ import numpy as np
 
 from codept.data.example import Example
 from codept.objectives import render, segments as S
+from codept.objectives.spec import Objective
 
 NEGATIVES = ("random", "same_document")
 
@@ -108,3 +109,7 @@ def random_document_segment(ctx, rng: np.random.Generator, budget: int) -> tuple
         return (0, 0), np.asarray(doc.input_ids)
     start = int(rng.integers(0, len(sents)))
     return S.run_from(sents, start, budget), np.asarray(doc.input_ids)
+
+
+# the pair label, and MLM on the same input (mlm_rate > 0)
+OBJECTIVE = Objective("nsp", build, Config, heads=("nsp", "mlm"), views=("text",))

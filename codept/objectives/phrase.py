@@ -30,6 +30,7 @@ import numpy as np
 
 from codept.data.example import Example
 from codept.objectives import render, select
+from codept.objectives.spec import Objective
 
 ENTITY_TAGS = ("nr", "ns", "nt", "nz")
 CHUNK_TAGS = ("a", "b", "m", "q", "n", "vn", "an")  # jieba tags (prefix match for n*) allowed inside a chunk
@@ -163,3 +164,6 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         return Example(new, np.ones(len(ids), dtype=bool), labels={"mlm": labels})
 
     return phrase
+
+
+OBJECTIVE = Objective("phrase", build, Config, heads=("mlm",), views=("text",))

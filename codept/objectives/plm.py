@@ -24,6 +24,7 @@ from typing import ClassVar
 import numpy as np
 
 from codept.data.example import IGNORE, Example
+from codept.objectives.spec import Objective
 
 
 @dataclass(frozen=True)
@@ -52,3 +53,7 @@ def build(vocab, cfg: Config = Config()):
         return Example(ids, np.zeros(n, dtype=bool), labels={"plm": labels}, order=order)
 
     return plm
+
+
+# the query stream (two-stream attention)
+OBJECTIVE = Objective("plm", build, Config, heads=("plm",), views=("code", "text"))

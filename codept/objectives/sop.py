@@ -24,6 +24,7 @@ import numpy as np
 
 from codept.data.example import Example
 from codept.objectives import render, segments as S
+from codept.objectives.spec import Objective
 
 
 @dataclass(frozen=True)
@@ -64,3 +65,7 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
                              cfg.mlm_rate, cfg.p_mask, cfg.p_random)
 
     return sop
+
+
+# the order label, and MLM on the same input (mlm_rate > 0)
+OBJECTIVE = Objective("sop", build, Config, heads=("sop", "mlm"), views=("text",))

@@ -23,6 +23,7 @@ import numpy as np
 
 from codept.data.example import Example
 from codept.objectives import render, select
+from codept.objectives.spec import Objective
 
 
 @dataclass(frozen=True)
@@ -58,3 +59,7 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
                        pointers={"sbo": sbo_records(spans, len(ids))})
 
     return span
+
+
+# SpanBERT: MLM on the spans + the span-boundary objective
+OBJECTIVE = Objective("span", build, Config, heads=("mlm", "sbo"), views=("code", "text"))

@@ -24,6 +24,7 @@ import numpy as np
 
 from codept.data.example import Example
 from codept.objectives import render, select
+from codept.objectives.spec import Objective
 from codept.structure.kinds import SPAN_KIND_ID
 
 
@@ -82,3 +83,6 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         return Example(new, np.ones(len(ids), dtype=bool), labels={"mlm": labels}, pointers={"span": bounds})
 
     return syntax_span
+
+
+OBJECTIVE = Objective("syntax_span", build, Config, heads=("mlm",), views=("code",))

@@ -27,6 +27,7 @@ import numpy as np
 
 from codept.data.example import IGNORE, Example
 from codept.objectives import render, select
+from codept.objectives.spec import Objective
 
 
 @dataclass(frozen=True)
@@ -95,3 +96,7 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         return [e for e in out if e is not None]
 
     return t5_span
+
+
+# the targets after the corrupted input, causal
+OBJECTIVE = Objective("t5_span", build, Config, heads=("lm",), views=("code", "text"))

@@ -27,6 +27,7 @@ import numpy as np
 
 from codept.data.example import Example
 from codept.objectives import render, select
+from codept.objectives.spec import Objective
 
 
 @dataclass(frozen=True)
@@ -80,3 +81,6 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
                        parts=parts, positions=positions, langs=np.concatenate([ga, gb]))
 
     return tlm
+
+
+OBJECTIVE = Objective("tlm", build, Config, heads=("mlm",), views=("pair",))

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from codept.objectives import tlm
+from codept.objectives.spec import Objective
 
 LANGUAGES = "text,python,java,javascript,go,ruby,php"
 _KEYS = ("lang_a", "code_a", "lang_b", "code_b")
@@ -99,3 +100,7 @@ def pairs_table(pairs: list):
     from codept.text.view import pairs_to_table
 
     return pairs_to_table(pairs)
+
+
+# TLM over code <-> code and doc <-> code pairs
+OBJECTIVE = Objective("translate", build, Config, heads=("mlm",), views=("pair",))

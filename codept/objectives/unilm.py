@@ -21,6 +21,7 @@ import numpy as np
 
 from codept.data.example import Example
 from codept.objectives import render, select
+from codept.objectives.spec import Objective
 
 MODES = ("bidirectional", "left_to_right", "seq2seq")
 
@@ -67,3 +68,7 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         return Example(new, prefix, labels={"mlm": labels})
 
     return unilm
+
+
+# cloze under three masks
+OBJECTIVE = Objective("unilm", build, Config, heads=("mlm",), views=("code", "text"))

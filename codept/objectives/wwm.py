@@ -27,6 +27,7 @@ import numpy as np
 
 from codept.data.example import Example
 from codept.objectives import render, select
+from codept.objectives.spec import Objective
 
 CODE_UNITS = ("leaf", "ident")
 
@@ -77,3 +78,6 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         return Example(new, np.ones(len(ids), dtype=bool), labels={"mlm": labels})
 
     return wwm
+
+
+OBJECTIVE = Objective("wwm", build, Config, heads=("mlm",), views=("code", "text"))

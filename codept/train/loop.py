@@ -166,7 +166,7 @@ def configure(items: list[str], run: RunConfig, sections: dict,
     """(settings, mixture) of a recipe: ``sections`` maps prefixes to the preset's dataclasses and
     must hold ``data`` (with a ``mixture`` field); ``corpora`` as for :func:`parse_mixture`; see the
     module docstring, step 1."""
-    objectives = {name: cfg for name, (_, cfg) in OBJECTIVES.items()}
+    objectives = {name: o.config for name, o in OBJECTIVES.items()}
     s = parse_settings(items, run, sections, objectives, list(HEADS))
     mixture = parse_mixture(s.sections["data"].mixture, corpora)
     names = [objective_of(k) for k, _ in mixture]
