@@ -1,18 +1,11 @@
 """The hostile suite in CI (codept.exec.hostile): every snippet contained, 0 host changes, 0 survivors,
 each run within its limit + 0.5 s. Needs bubblewrap (.ci/run installs Debian's package); without
-it the suite is skipped with the sandbox's own reason."""
+it the suite is skipped with the sandbox's own reason (the ``bwrap`` fixture of conftest.py), and
+fails instead under CODEPT_REQUIRE_SANDBOX=1 (.ci/run, which also runs this file from a venv)."""
 
 import pytest
 
 from codept.exec import hostile, sandbox
-
-
-@pytest.fixture(scope="module")
-def bwrap():
-    try:
-        sandbox.check_sandbox()
-    except sandbox.SandboxUnavailable as e:
-        pytest.skip(f"no OS sandbox here: {e}")
 
 
 def test_suite_is_large_enough():
@@ -53,3 +46,21 @@ def test_signal_and_exit_codes(bwrap):
 def test_bad_limits_named():
     with pytest.raises(ValueError, match="timeout=0"):
         sandbox.Limits(timeout=0)
+
+
+def test_required_sandbox_fails_instead_of_skipping(monkeypatch):
+    """CI sets CODEPT_REQUIRE_SANDBOX=1: there a missing sandbox FAILS the tests that need it (the
+    ``bwrap`` fixture); elsewhere they skip with the reason."""
+    from conftest import require_sandbox
+
+    monkeypatch.setattr(sandbox, "_tool", lambda name: None)  # no bwrap here
+    sandbox.check_sandbox.cache_clear()
+    try:
+        monkeypatch.setenv("CODEPT_REQUIRE_SANDBOX", "1")
+        with pytest.raises(pytest.fail.Exception, match="CODEPT_REQUIRE_SANDBOX=1 but no OS sandbox here: .*bubblewrap"):
+            require_sandbox()
+        monkeypatch.setenv("CODEPT_REQUIRE_SANDBOX", "0")
+        with pytest.raises(pytest.skip.Exception, match="no OS sandbox here: .*bubblewrap"):
+            require_sandbox()
+    finally:
+        sandbox.check_sandbox.cache_clear()

@@ -10,20 +10,12 @@ import numpy as np
 import pytest
 
 from codept.data.example import IGNORE
-from codept.exec import inputs, job, sandbox, views
+from codept.exec import inputs, job, sandbox, tracer, views
 from codept.exec.inputs import Item
 from codept.objectives import build
 from codept.objectives.render import Vocab
 
 LOOP = "def f(n):\n    t = 0\n    for i in range(n):\n        t += i\n    return t\n"
-
-
-@pytest.fixture(scope="module")
-def bwrap():
-    try:
-        sandbox.check_sandbox()
-    except sandbox.SandboxUnavailable as e:
-        pytest.skip(f"no OS sandbox here: {e}")
 
 
 def trace(task, **caps):
@@ -250,8 +242,10 @@ def test_folds_partition_sources():
 def test_sandbox_runs_this_interpreter(bwrap):
     """Under a 0700 /root (pyenv) the sandbox once ran /usr's libpython and stdlib (3.11.2) while the
     labels said 3.11.7: the prefix's parents must be traversable inside."""
-    r = sandbox.run_python(["-c", "import sys; print(sys.version); print(sys.prefix)"])
-    assert r.stdout.splitlines() == [sys.version, sys.prefix]
+    r = sandbox.run_python(["-c", "import sys; print(sys.version); print(sys.base_prefix); print(sys.executable)"])
+    assert r.stdout.splitlines() == [sys.version, sys.base_prefix, sys.executable]  # a venv's own python
+    r = sandbox.run_python(["-c", job.TRACER.read_text()], stdin=b'{"kind": "probe"}')
+    assert json.loads(r.side) == tracer.interpreter_info()  # a venv's prefix and site-packages too
 
 
 def test_package_items_import_from_site_packages(bwrap):

