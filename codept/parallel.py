@@ -13,6 +13,11 @@ Parsing untrusted code can hang (pathological grammars states, giant files) or c
 4. Results are yielded as ``(index, ok, value)`` in completion order; ``ok`` False means ``value``
    is ``(reason, detail)``. An exception raised by ``fn`` is caught in the worker and reported as
    ``(type name, message)`` unless ``fn`` handles it.
+0. Refused before any worker starts (:class:`UnguardedMain`): a call from the top level of a script
+   run without ``if __name__ == "__main__":``. ``spawn`` re-runs the main script in every worker, so
+   each would call it again (``prepare`` waited forever on the parent's build lock). Found from the
+   stack: the main module's outermost frame, its current line, and whether that line lies inside
+   such an ``if`` in the script's syntax tree (one parse per script, cached).
 5. A broken pool is an error, not a skip per item: if ``init`` raises in a worker, or the first
    ``max_initial_crashes`` items all crash their workers before any item succeeds (a killed or
    misconfigured environment, not bad input), :class:`WorkersFailing` is raised with the cause.
@@ -31,17 +36,79 @@ Not covered: retries; a limit on memory shared between workers (use cgroups for 
 
 from __future__ import annotations
 
+import ast
 import multiprocessing as mp
 import os
 import resource
+import sys
 import time
 import traceback
+from functools import lru_cache
 from multiprocessing.connection import wait
 from typing import Any, Callable, Iterable, Iterator
 
 
 class WorkersFailing(RuntimeError):
     """The worker processes cannot do any work (init fails, or every item so far crashed a worker)."""
+
+
+class UnguardedMain(RuntimeError):
+    """Worker processes were asked for from the top level of a script without a ``__main__`` guard."""
+
+
+@lru_cache(maxsize=8)
+def _guarded_lines(path: str, mtime_ns: int) -> tuple[tuple[int, int], ...] | None:
+    """(first, last) lines of each ``if __name__ == "__main__":`` body at the top level of the
+    script `path` (either operand order); None when it cannot be parsed."""
+    try:
+        tree = ast.parse(open(path, "rb").read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+    def is_guard(test) -> bool:
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.In))):
+            return False
+        sides = [test.left, *test.comparators]
+        names = any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides)
+        values = [x.value for x in sides if isinstance(x, ast.Constant)]
+        values += [e.value for x in sides if isinstance(x, (ast.Tuple, ast.List, ast.Set)) for e in x.elts
+                   if isinstance(e, ast.Constant)]
+        return names and "__main__" in values
+
+    return tuple((n.body[0].lineno, n.body[-1].end_lineno) for n in tree.body if isinstance(n, ast.If) and is_guard(n.test))
+
+
+def check_main_guard(what: str) -> None:
+    """Raise :class:`UnguardedMain` when called (through any depth of calls) from the top level of
+    the main script outside ``if __name__ == "__main__":`` while that script would be re-run by
+    ``spawn`` (a file run as ``python script.py``; not ``-c``, a REPL, or ``-m pkg`` of a
+    ``__main__.py``, which spawn does not re-run). A spawned worker re-running such a script would
+    start the same work again instead of serving items."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    spec = getattr(main, "__spec__", None)
+    if not path or (spec is not None and spec.name.split(".")[-1] == "__main__"):
+        return
+    frame = sys._getframe(1)
+    top = None
+    while frame is not None:  # the outermost frame running the main module's own top-level code
+        if frame.f_globals is main.__dict__ and frame.f_code.co_name == "<module>":
+            top = frame
+        frame = frame.f_back
+    if top is None:
+        return
+    try:
+        guarded = _guarded_lines(os.path.abspath(path), os.stat(path).st_mtime_ns)
+    except OSError:
+        return
+    line = top.f_lineno
+    if guarded is None or any(a <= line <= b for a, b in guarded):
+        return
+    raise UnguardedMain(
+        f"{what} was called at the top level of {path} (line {line}) outside `if __name__ == \"__main__\":`. "
+        "Its worker processes start with 'spawn', which re-runs that script in every worker: each would "
+        "start the same job again and wait forever (on the build lock) instead of working. Put the "
+        "call under `if __name__ == \"__main__\":`.")
 
 
 def default_memory_limit(workers: int, share: float = 0.8) -> int:
@@ -135,6 +202,7 @@ def isolated_map(
     """Yield (index, ok, result-or-(reason, detail)) for every item. `fn(state, item)` must be a
     module-level function; `state` is what `init(*init_args)` returned in that worker.
     `memory_limit`: bytes of RLIMIT_DATA per worker (0 or less: none)."""
+    check_main_guard("a codept job with worker processes (prepare, prepare-text)")
     ctx = mp.get_context("spawn")
     todo = enumerate(items)  # pulled lazily: only `workers` items are in flight at any time
     nxt = next(todo, None)

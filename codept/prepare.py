@@ -320,7 +320,12 @@ def _missing(sources: list) -> NothingToPrepare:
 def prepare(sources: list, out: Path | None = None, tokenizer_dir: Path | None = None,
             cfg: PrepareConfig = PrepareConfig(), force: bool = False, progress: bool = True) -> dict:
     """Build (or reuse) the views of `sources`; returns the summary dict (also in summary.json).
-    `sources`: paths/globs/data files (str or PathLike) and/or ``datasets`` dataset objects."""
+    `sources`: paths/globs/data files (str or PathLike) and/or ``datasets`` dataset objects.
+    Refused (codept.parallel.UnguardedMain) from a script's top level outside ``if __name__ ==
+    "__main__":``, whose spawned workers would re-run it (a cache hit too: it would hang on a miss)."""
+    from codept.parallel import check_main_guard
+
+    check_main_guard("codept.prepare.prepare()")
     t0 = time.time()
     tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else default_tokenizer_dir()
     sources = _sources(sources)

@@ -180,3 +180,43 @@ def test_rows_dedup_and_redaction_in_manifest(tmp_path, tok_dir):
     assert s["redacted"] == {"aws_access_key": 1, "email": 1}
     text = load_views(tmp_path / "o")[1]["text"]
     assert "AKIA" not in text and "corp-mail" not in text
+
+
+def _script_run(script, *args, timeout: float = 120.0):
+    """`python script args` in its own session: (rc, stdout, stderr); a hang past `timeout` kills the
+    whole session (the spawned workers too) and fails the test."""
+    import os
+    import signal
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    p = subprocess.Popen([sys.executable, str(script), *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True, cwd=script.parent,
+                         env={**os.environ, "PYTHONPATH": str(repo), "TOKENIZERS_PARALLELISM": "false"})
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        pytest.fail(f"{script.name} hung for {timeout:g} s")
+    return p.returncode, out, err
+
+
+def test_unguarded_script_refused_not_hung(tmp_path, tok_dir):
+    """prepare() at the top level of a script without `if __name__ == "__main__":` hung forever: each
+    spawned worker re-ran the script and waited on the parent's build lock. Now it is refused before
+    anything is made; the same call under a guard (either operand order) builds."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.py").write_text('def f(x):\n    """Doc."""\n    return x + 1\n')
+    head = "import sys\nfrom codept.prepare import PrepareConfig, prepare\n\n"
+    call = ("s = prepare([sys.argv[1]], out=sys.argv[2], tokenizer_dir=sys.argv[3], cfg=PrepareConfig(workers=1), "
+            "progress=False)\nprint('VIEWED', s['viewed'])\n")
+    bare, guarded = tmp_path / "bare.py", tmp_path / "guarded.py"
+    bare.write_text(head + call)
+    guarded.write_text(head + "if '__main__' == __name__:\n" + "".join("    " + ln for ln in call.splitlines(True)))
+    rc, out, err = _script_run(bare, src, tmp_path / "o1", tok_dir)
+    assert rc == 1 and "UnguardedMain" in err and "bare.py (line 4)" in err and 'if __name__ == "__main__":' in err, err[-2000:]
+    assert not (tmp_path / "o1").exists()
+    rc, out, err = _script_run(guarded, src, tmp_path / "o2", tok_dir)
+    assert rc == 0 and "VIEWED 1" in out, err[-2000:]
