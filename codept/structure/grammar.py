@@ -88,11 +88,10 @@ def load_grammar(name: str) -> Grammar:
     h = hashlib.sha256(info.path.read_bytes())
     h.update(f"{info.module}=={getattr(module, '__version__', None) or _dist_version(info.wheel)}".encode())
     queries: dict[str, ts.Query] = {}
+    sources: dict[str, str] = {}
     for qk in QUERY_FILES:
         qpath = folder / f"{qk}.scm"
-        if not qpath.is_file():
-            raise ValueError(f"{folder}: missing {qk}.scm")
-        src = qpath.read_text(encoding="utf-8")
+        src = sources[qk] = query_source(name, qk)
         h.update(qk.encode() + b"\0" + src.encode())
         try:
             q = ts.Query(language, src)
@@ -104,7 +103,7 @@ def load_grammar(name: str) -> Grammar:
     queries["errors"] = ts.Query(language, "(ERROR) @e (MISSING) @e")
     # spans + locals run as ONE query: one traversal of the tree instead of two; its kind-only
     # patterns are disabled there and answered by the walk
-    structure_src = "\n".join((folder / f"{qk}.scm").read_text(encoding="utf-8") for qk in ("spans", "locals", "flow"))
+    structure_src = "\n".join(sources[qk] for qk in ("spans", "locals", "flow"))
     queries["structure"] = ts.Query(language, structure_src)
     walk_kinds, kind_routes = _kind_only_patterns(language, queries["structure"], structure_src)
     return Grammar(
@@ -116,10 +115,33 @@ def load_grammar(name: str) -> Grammar:
         fingerprint=h.hexdigest(),
         language=language,
         queries=queries,
-        needs_text=any("(#" in (folder / f"{qk}.scm").read_text(encoding="utf-8") for qk in QUERY_FILES),
+        needs_text=any("(#" in src for src in sources.values()),
         walk_kinds=walk_kinds,
         kind_routes=kind_routes,
     )
+
+
+_INHERITS = re.compile(r";\s*inherits:\s*([\w, -]+)")
+
+
+def query_source(lang: str, qk: str, _seen: tuple[str, ...] = ()) -> str:
+    """The text of ``grammars/<lang>/<qk>.scm``. A file whose first line is ``; inherits: a, b``
+    starts with the same file of languages a and b (recursively; nvim-treesitter's convention), so
+    a grammar that extends another (TSX of TypeScript, C++ of C) adds only its own patterns.
+    Every inherited pattern must compile against the inheriting grammar."""
+    path = languages.grammars_dir() / lang / f"{qk}.scm"
+    if not path.is_file():
+        raise ValueError(f"{path.parent}: missing {qk}.scm" + (f" (inherited by {_seen[-1]})" if _seen else ""))
+    src = path.read_text(encoding="utf-8")
+    m = _INHERITS.match(src.split("\n", 1)[0])
+    if not m:
+        return src
+    parts = []
+    for parent in (x.strip() for x in m.group(1).split(",")):
+        if parent in _seen or parent == lang:
+            raise ValueError(f"{path}: inherits {parent!r} in a cycle {(*_seen, lang)}")
+        parts.append(query_source(parent, qk, (*_seen, lang)))
+    return "\n".join([*parts, src])
 
 
 # A pattern that names node kinds only: `(identifier) @c` or `[(integer) (float)] @c`.
@@ -480,7 +502,7 @@ def query_rows(lang: str, source: bytes, qk: str) -> dict[str, np.ndarray]:
 
 
 def _tags(g: Grammar, source: bytes, matches) -> list[Tag]:
-    """One Tag per definition node; docs before the definition must be adjacent doc comments."""
+    """One Tag per definition node and name; docs before the definition must be adjacent doc comments."""
     best: dict[tuple[int, int], Tag] = {}
     siblings: dict[int, tuple[list, list[int]]] = {}  # parent id -> (children, their start bytes)
     for _pattern, caps in matches:
@@ -498,7 +520,14 @@ def _tags(g: Grammar, source: bytes, matches) -> list[Tag]:
         # keep the longest doc, then the more specific kind
         if old is None or (len(doc), tag.kind) > (len(old.doc), old.kind):
             best[key] = tag
-    return sorted(best.values(), key=lambda t: (t.start, -t.end))
+    # one definition per name: a wrapper and the definition inside it (C++ `template <...>` and
+    # its function) both match; keep the documented one, then the more specific kind, the outer
+    by_name: dict[tuple[int, int], Tag] = {}
+    for t in best.values():
+        old = by_name.get((t.name_start, t.name_end))
+        if old is None or (len(t.doc), t.kind, t.end - t.start) > (len(old.doc), old.kind, old.end - old.start):
+            by_name[(t.name_start, t.name_end)] = t
+    return sorted(by_name.values(), key=lambda t: (t.start, -t.end))
 
 
 def _gap_ok(source: bytes, end: int, start: int) -> bool:
