@@ -8,6 +8,8 @@
                                             code-search probe pairs, decontaminated against training data
   codept probe run --model M --probe DIR    MRR / R@k of a model (checkpoint, transformers folder, bm25, random)
   codept grammar check [LANG...]            run the caret-annotated fixtures of grammars/<lang>/
+  codept recipe NAME                        print the path of recipes/NAME.py (installed or checkout), for
+                                            deepspeed --num_gpus 2 "$(codept recipe pretrain_code)" key=value ...
   codept view FILE [--tokenizer DIR]        print the view of one file (debugging a grammar)
   codept corpora list                       the demo-corpus registry (pip/npm/apt, pinned)
   codept corpora fetch DEST [--only NAME ...] [--role ROLE ...]
@@ -67,6 +69,10 @@ def _cmd_grammar_check(args) -> int:
     from codept.structure.fixtures import check_language
     from codept.languages import available_languages
 
+    if not available_languages():  # checking nothing is no pass
+        from codept.languages import grammars_dir
+
+        raise CommandError(f"no grammars/<lang>/language.toml under {grammars_dir()}: nothing to check")
     unknown = sorted(set(args.langs) - set(available_languages()))
     if unknown:
         raise CommandError(f"unknown language(s) {unknown}; grammars/ has {available_languages()}")
@@ -109,6 +115,16 @@ def _cmd_view(args) -> int:
     for k, s, e, ns, ne, ds, de in v.functions.tolist():
         doc = v.token_text(ds, de)[:50] if ds >= 0 else None
         print(f"  {DEFINITION_KINDS[k]} {v.token_text(ns, ne).strip()!r} doc={doc!r}")
+    return 0
+
+
+def _cmd_recipe(args) -> int:
+    from codept.resources import recipe
+
+    try:
+        print(recipe(args.name))
+    except FileNotFoundError as e:
+        raise CommandError(str(e)) from None
     return 0
 
 
@@ -213,6 +229,10 @@ def build_parser() -> argparse.ArgumentParser:
     gc = pg.add_parser("check", help="run the annotated fixtures of grammars/<lang>/fixtures")
     gc.add_argument("langs", nargs="*", help="languages to check (default: every grammars/<lang>/)")
     gc.set_defaults(fn=_cmd_grammar_check)
+
+    prc = sub.add_parser("recipe", help="print the path of a recipe script (to launch it with deepspeed)")
+    prc.add_argument("name", help="pretrain_code, pretrain_text, train_exec, ...")
+    prc.set_defaults(fn=_cmd_recipe)
 
     pv = sub.add_parser("view", help="print the view of one file")
     pv.add_argument("file", type=existing_file, help="the source file to view")

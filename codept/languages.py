@@ -51,9 +51,12 @@ class Language:
 
 
 def grammars_dir() -> Path:
-    """``$CODEPT_GRAMMARS`` or the ``grammars/`` folder next to the ``codept`` package."""
+    """``$CODEPT_GRAMMARS``, else codept's ``grammars/`` folder (codept.resources.folder: inside an
+    installed wheel, or next to the package in a checkout)."""
+    from codept.resources import folder
+
     env = os.environ.get("CODEPT_GRAMMARS")
-    return Path(env) if env else Path(__file__).resolve().parents[1] / "grammars"
+    return Path(env) if env else folder("grammars")
 
 
 def available_languages() -> list[str]:

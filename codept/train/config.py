@@ -39,7 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
-DS_CONFIG_DIR = Path(__file__).resolve().parents[2] / "ds_configs"
+from codept import resources
+
+DS_CONFIG_DIR = resources.folder("ds_configs")  # in a checkout or an installed wheel
 
 # Keys of a DeepSpeed JSON that are derived from the RunConfig and injected; a ds_config file that
 # holds one of them is refused (two sources of truth for the batch size is how runs silently change).
