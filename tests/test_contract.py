@@ -185,6 +185,9 @@ def code_table(small_tok):
 
 
 def test_code_views_read_columnar_equal_the_record_path(code_table):
+    """Views read from the table (each field on first access) equal the record path's, field by field."""
+    import pickle
+
     from codept.structure.view import CodeView
 
     views, table = code_table
@@ -194,9 +197,12 @@ def test_code_views_read_columnar_equal_the_record_path(code_table):
         g, r = got[i], CodeView.from_record(table.slice(i, 1).to_pylist()[0])
         for f in ("path", "lang", "text", "has_error", "names"):
             assert getattr(g, f) == getattr(r, f) == getattr(v, f)
-        for f in ("input_ids", "offsets", "leaf", "spans", "idents", "functions", "errors"):
+        for f in ("input_ids", "offsets", "leaf", "spans", "idents", "functions", "errors", "dataflow", "summaries"):
             assert np.array_equal(getattr(g, f), getattr(r, f)) and getattr(g, f).shape == getattr(r, f).shape
         assert not g.input_ids.flags.writeable  # views of the Arrow buffers: objectives cannot mutate them
+        assert isinstance(g, CodeView) and not hasattr(g, "no_such_field")
+        back = pickle.loads(pickle.dumps(got[i]))  # a lazy view travels as the eager one, every field read
+        assert type(back) is CodeView and back.names == v.names and np.array_equal(back.dataflow, v.dataflow)
     sel = got.select([3, 1])
     assert sel[0].path == views[3].path and sel[1].path == views[1].path and len(sel) == 2
 

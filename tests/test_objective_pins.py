@@ -134,8 +134,157 @@ def test_stream_rows_are_pinned(byte_tok, text_views, code_views):
     assert _rows_digest(rows) == "ffd89646150d5363"
 
 
-def test_example_rng_is_numpys():
-    """The stream's per-example generator is numpy's default_rng([seed, epoch, index, salt])."""
-    for seed, epoch, index, salt in [(0, 0, 0, 0), (5, 3, 1234, 7), (2**32 - 1, 2**32, 2**40 + 3, 1)]:
-        a, b = example_rng(seed, epoch, index, salt), np.random.default_rng([seed, epoch, index, salt])
-        assert a.bit_generator.state == b.bit_generator.state
+def test_generators_are_numpys_default_rng():
+    """codept.data.seeds.generators (the stream's buffer-at-once seeding) gives numpy's
+    default_rng(key) for every key: states, draws and spawned children; values past 32 bits and
+    keys of other lengths fall back to it."""
+    from codept.data.seeds import generators
+
+    rs = np.random.default_rng(0)
+    keys = [tuple(int(x) for x in rs.integers(0, 2**32, 4)) for _ in range(500)]
+    keys += [(0, 0, 0, 0), (2**32 - 1,) * 4, (5, 3, 1234, 7)] + [(0, e, i, 3) for e in range(2) for i in range(50)]
+    for k, g in zip(keys, generators(keys)):
+        r = np.random.default_rng(list(k))
+        assert r.bit_generator.state == g.bit_generator.state and r.random() == g.random(), k
+    for odd in [(2**32, 0, 0, 1), (2**70, 1, 2, 3), (1, 2, 3)]:
+        assert generators([odd])[0].bit_generator.state == np.random.default_rng(list(odd)).bit_generator.state
+    a, b = generators([(1, 2, 3, 4)])[0], np.random.default_rng([1, 2, 3, 4])
+    for _ in range(2):  # a second spawn gives new children, as numpy's does
+        assert [c.random() for c in a.spawn(2)] == [c.random() for c in b.spawn(2)]
+    with pytest.raises(ValueError):
+        generators([(-1, 0, 0, 0)])
+    assert example_rng(5, 3, 1234, 7).bit_generator.state == generators([(5, 3, 1234, 7)])[0].bit_generator.state
+
+
+def _render_blanks_loop(ids, spans, order, vocab):
+    """glm.render_blanks as it was written before the speed work (a loop over the spans): the reference."""
+    from codept.data.example import IGNORE, Example
+
+    sop, eop = vocab.id_of("sop"), vocab.id_of("eop")
+    keep = np.ones(len(ids), dtype=bool)
+    for s, e in spans:
+        keep[s + 1:e] = False
+    a = ids.copy()
+    a[spans[:, 0]] = vocab.mask_id
+    a = a[keep]
+    mask_pos = np.cumsum(keep)[spans[:, 0]] - 1
+    b_in, b_lab, b_pos, b_blk = [], [], [], []
+    for j in order:
+        s, e = spans[j]
+        b_in.append(np.r_[sop, ids[s:e]])
+        b_lab.append(np.r_[ids[s:e], eop])
+        b_pos.append(np.full(e - s + 1, mask_pos[j]))
+        b_blk.append(np.arange(1, e - s + 2))
+    cat = lambda xs: np.concatenate(xs) if xs else np.zeros(0, np.int64)  # noqa: E731
+    n_a, n_b = len(a), sum(len(x) for x in b_in)
+    return Example(input_ids=np.r_[a, cat(b_in)].astype(np.int32), prefix=np.r_[np.ones(n_a, bool), np.zeros(n_b, bool)],
+                   labels={"glm": np.r_[np.full(n_a, IGNORE), cat(b_lab)].astype(np.int32)},
+                   positions=np.r_[np.arange(n_a), cat(b_pos)].astype(np.int32),
+                   block_positions=np.r_[np.zeros(n_a), cat(b_blk)].astype(np.int32))
+
+
+def test_glm_blanks_equal_the_loop_reference(byte_tok, text_views):
+    """Spans at the edges, of length 1, adjacent, none, one covering all: the index arithmetic of
+    glm.render_blanks equals the per-span loop it replaced."""
+    from codept.objectives.glm import render_blanks
+
+    vocab = Vocab.from_tokenizer(byte_tok)
+    rng = np.random.default_rng(0)
+    ids = np.asarray(text_views[3].input_ids)[:60]
+    cases = [np.zeros((0, 2), np.int64), np.array([[0, 1]]), np.array([[0, 60]]), np.array([[0, 3], [3, 4], [59, 60]])]
+    for _ in range(200):
+        cuts = np.sort(rng.choice(np.arange(61), size=2 * int(rng.integers(1, 8)), replace=False))
+        cases.append(cuts.reshape(-1, 2))
+    for spans in cases:
+        order = rng.permutation(len(spans))
+        assert _digest([render_blanks(ids, spans, order, vocab)]) == _digest([_render_blanks_loop(ids, spans, order, vocab)])
+
+
+def _ident_mask_reference(vocab, rate=0.3, length=512, target_room=96, windows=0):
+    """ident_mask as it was written before the speed work (per window: occurrences, set
+    differences, a dict of sentinels by start): the reference of the per-read version."""
+    from codept.data.example import IGNORE, Example
+    from codept.objectives.ident_rtd import occurrences
+    from codept.structure.kinds import ROLE_FREE
+
+    sentinels = np.asarray(vocab.sentinel_ids, dtype=np.int64)
+    eos, room = vocab.id_of("eos"), length - target_room
+
+    def render(ids, idents, binding, picked, lo, hi, room):
+        targets, sentinel_at, used = [], {}, 0
+        for i, b in enumerate(picked.tolist()):
+            rows = np.flatnonzero(binding == b)
+            s0, e0 = int(idents[rows[0], 0]), int(idents[rows[0], 1])
+            name = ids[s0:e0]
+            if used + 1 + len(name) > room:
+                break
+            targets += [sentinels[i:i + 1], name]
+            used += 1 + len(name)
+            for r in rows.tolist():
+                sentinel_at[int(idents[r, 0])] = (int(idents[r, 1]), int(sentinels[i]))
+        pieces, at = [], lo
+        for s in sorted(sentinel_at):
+            e, sid = sentinel_at[s]
+            pieces += [ids[at:s], np.array([sid], ids.dtype)]
+            at = e
+        pieces.append(ids[at:hi])
+        tgt = np.concatenate(targets) if targets else np.zeros(0, np.int64)
+        return np.concatenate(pieces), tgt.astype(np.int64)
+
+    def window(view, ids, idents, lo, hi, rng):
+        inside = (idents[:, 0] >= lo) & (idents[:, 1] <= hi)
+        rows = np.flatnonzero(inside)
+        if len(rows) == 0:
+            return None
+        clean, _ = occurrences(view, rows)
+        binding = idents[:, 4]
+        bad = np.unique(np.concatenate([binding[~inside], binding[rows][~clean | (idents[rows, 3] == ROLE_FREE)]]))
+        ok = np.setdiff1d(np.unique(binding[rows]), bad)
+        if len(ok) == 0:
+            return None
+        k = min(len(sentinels), max(1, int(round(rate * len(ok)))))
+        picked = rng.permutation(ok)[:k]
+        inputs, targets = render(ids, idents[rows], binding[rows], picked, lo, hi, target_room - 1)
+        targets = np.append(targets, eos)
+        prefix = np.concatenate([np.ones(len(inputs), bool), np.zeros(len(targets), bool)])
+        labels = np.concatenate([np.full(len(inputs), IGNORE, np.int64), targets])
+        return Example(np.concatenate([inputs, targets]).astype(ids.dtype), prefix, labels={"lm": labels})
+
+    def ident_mask(view, rng, ctx=None):
+        ids, idents = np.asarray(view.input_ids), np.asarray(view.idents)
+        if len(idents) == 0 or len(ids) == 0:
+            return None
+        if windows == 1 or len(ids) <= room:
+            lo = int(rng.integers(0, len(ids) - room + 1)) if len(ids) > room else 0
+            return window(view, ids, idents, lo, min(len(ids), lo + room), rng)
+        shift = int(rng.integers(room))
+        starts = [0] + list(range(shift or room, len(ids), room))
+        out = [ex for lo, hi in zip(starts, starts[1:] + [len(ids)])
+               if (ex := window(view, ids, idents, lo, hi, rng)) is not None]
+        return (out[: windows] if windows else out) or None
+
+    return ident_mask
+
+
+@pytest.mark.parametrize("kw", [{}, {"length": 128, "target_room": 24, "rate": 0.8}, {"length": 200, "windows": 1},
+                                {"length": 256, "windows": 2, "rate": 1.0}, {"length": 96, "target_room": 8}])
+def test_ident_mask_equals_the_per_window_reference(small_tok, kw):
+    """ident_mask (bindings qualified once per read, occurrences replaced as index arithmetic) gives
+    the Examples of the per-window version it replaced, on real stdlib files (several seeds each)."""
+    from codept.data.sources import read_source, stdlib_files
+    from codept.structure.grammar import SkipFile
+
+    vocab = Vocab.from_tokenizer(small_tok)
+    new, old = build("ident_mask", vocab, **kw), _ident_mask_reference(vocab, **kw)
+    n = 0
+    for p in stdlib_files()[100:124]:
+        try:
+            v = build_view(str(p), "python", read_source(p), small_tok)
+        except SkipFile:
+            continue
+        for seed in range(3):
+            a, b = new(v, np.random.default_rng([seed, 1])), old(v, np.random.default_rng([seed, 1]))
+            a, b = (a if isinstance(a, list) else [a]), (b if isinstance(b, list) else [b])
+            assert _digest(a) == _digest(b), (p.name, seed)
+            n += sum(x is not None for x in a)
+    assert n >= 20

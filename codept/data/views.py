@@ -15,15 +15,18 @@ example's own rng, e.g. NSP's random-document negatives), so it stays a pure fun
 (seed, epoch, index) and the stream state.
 
 Algorithm of ``views[i]``: 1. the record batch holding row i (binary search over batch starts);
-2. per array column, ``values[offsets[j]:offsets[j + 1]]`` reshaped to the field's width;
-3. strings with one Arrow scalar conversion each. Cost: O(fields) small NumPy views per document
-plus the text copy (benchmarks/bench_stream.py). Not covered: views whose arrays hold nulls
+2. a view object whose fields are read on first access (:func:`_lazy`): an array column as
+``values[offsets[j]:offsets[j + 1]]`` reshaped to the field's width, a string with one Arrow scalar
+conversion. Cost: O(fields read) small NumPy views per document, plus the text copy when the text is
+read (benchmarks/bench_objectives.py). Not covered: views whose arrays hold nulls
 (prepare never writes them), remote / streaming tables (prepare them to disk first).
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import fields
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -118,32 +121,77 @@ class Views:
     def _str(self, b: int, j: int, name: str):
         return self._batches[b].column(name)[j].as_py()
 
+    def _code_field(self, b: int, j: int, name: str):
+        """One field of code view (b, j), read when an objective first touches it."""
+        if name in self._cols[b]:
+            return self._array(b, j, name)
+        if name == "summaries":  # views prepared before the field existed
+            from codept.structure.summary import doc_summaries
+
+            return doc_summaries(self._str(b, j, "text"), self._array(b, j, "offsets"), self._array(b, j, "functions"),
+                                 self._str(b, j, "lang"))
+        if name == "has_error":
+            return bool(self._str(b, j, name))
+        if name in ("path", "lang", "text", "names"):
+            return self._str(b, j, name)
+        raise AttributeError(name)
+
+    def _text_field(self, b: int, j: int, prefix: str, name: str):
+        if name in _TEXT_ARRAYS:
+            return self._array(b, j, prefix + name)
+        if name in ("lang", "text"):
+            return self._str(b, j, prefix + name)
+        if name == "path":
+            return self._str(b, j, "path")
+        raise AttributeError(name)
+
     def _code(self, b: int, j: int):
         from codept.structure.view import CodeView  # code views only: the text path never imports tree-sitter
 
-        arrays = {k: self._array(b, j, k) for k in self._cols[b]}
-        lang, text = self._str(b, j, "lang"), self._str(b, j, "text")
-        if "summaries" not in arrays:  # views prepared before the field existed
-            from codept.structure.summary import doc_summaries
+        return _lazy(CodeView, partial(self._code_field, b, j))
 
-            arrays["summaries"] = doc_summaries(text, arrays["offsets"], arrays["functions"], lang)
-        return CodeView(path=self._str(b, j, "path"), lang=lang, text=text,
-                        has_error=bool(self._str(b, j, "has_error")), names=self._str(b, j, "names"), **arrays)
-
-    def _side(self, b: int, j: int, prefix: str, path: str):
+    def _side(self, b: int, j: int, prefix: str):
         from codept.text.view import TextView
 
-        arrays = {k: self._array(b, j, prefix + k) for k in _TEXT_ARRAYS}
-        return TextView(path=path, lang=self._str(b, j, prefix + "lang"), text=self._str(b, j, prefix + "text"), **arrays)
+        return _lazy(TextView, partial(self._text_field, b, j, prefix))
 
     def _text(self, b: int, j: int):
-        return self._side(b, j, "", self._str(b, j, "path"))
+        return self._side(b, j, "")
 
     def _pair(self, b: int, j: int):
         from codept.text.view import PairView
 
-        path = self._str(b, j, "path")
-        return PairView(path=path, src=self._side(b, j, "src_", path), tgt=self._side(b, j, "tgt_", path))
+        return PairView(path=self._str(b, j, "path"), src=self._side(b, j, "src_"), tgt=self._side(b, j, "tgt_"))
+
+
+_LAZY: dict[type, type] = {}  # view class -> its lazy subclass
+
+
+def _lazy(cls: type, load):
+    """A `cls` view (CodeView / TextView: isinstance holds, every field equal to the eager view's)
+    whose fields are read from the table on first access, then kept: an objective that reads 3 of
+    a code view's 14 fields pays for 3 (the text and the name list are the dear ones)."""
+    sub = _LAZY.get(cls)
+    if sub is None:
+        def __getattr__(self, name):  # only called for a field not read yet (or an unknown name)
+            if name.startswith("__"):
+                raise AttributeError(name)
+            value = self.__dict__["_load"](name)
+            self.__dict__[name] = value
+            return value
+
+        def __reduce__(self):  # pickled / copied as the eager view (every field read)
+            return _eager, (cls, {f.name: getattr(self, f.name) for f in fields(cls)})
+
+        sub = _LAZY[cls] = type(f"Lazy{cls.__name__}", (cls,), {"__getattr__": __getattr__, "__reduce__": __reduce__,
+                                                                "__module__": __name__})
+    view = object.__new__(sub)
+    view.__dict__.update(_load=load, stats={})
+    return view
+
+
+def _eager(cls: type, values: dict):
+    return cls(**values)
 
 
 def open_views(src, kind: str | None = None) -> Views:

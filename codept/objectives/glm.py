@@ -61,30 +61,32 @@ def place(lengths: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def render_blanks(ids: np.ndarray, spans: np.ndarray, order: np.ndarray, vocab: render.Vocab) -> Example:
-    """Part A (spans -> one [MASK] each) + part B (spans in `order`), see the module docstring."""
+    """Part A (spans -> one [MASK] each) + part B (spans in `order`), see the module docstring.
+    Part B as index arithmetic: block i (span j = order[i], length L) holds L + 1 tokens, w = 0..L."""
     sop, eop = vocab.id_of("sop"), vocab.id_of("eop")
-    keep = np.ones(len(ids), dtype=bool)
-    for s, e in spans:
-        keep[s + 1:e] = False  # the span's first token becomes its [MASK]
+    n = len(ids)
+    starts, lens = spans[:, 0], spans[:, 1] - spans[:, 0]
+    cut = np.zeros(n + 1, dtype=np.int64)  # +1 at a span's second token, -1 at its end: inside = cumsum > 0
+    cut[starts + 1] += 1  # spans do not overlap: the starts are distinct, and so are the ends
+    cut[spans[:, 1]] -= 1
+    keep = np.cumsum(cut[:n]) <= 0  # the span's first token becomes its [MASK]
     a = ids.copy()
-    a[spans[:, 0]] = vocab.mask_id
+    a[starts] = vocab.mask_id
     a = a[keep]
-    mask_pos = np.cumsum(keep)[spans[:, 0]] - 1  # position of each span's [MASK] in part A
-    b_in, b_lab, b_pos, b_blk = [], [], [], []
-    for j in order:
-        s, e = spans[j]
-        b_in.append(np.r_[sop, ids[s:e]])
-        b_lab.append(np.r_[ids[s:e], eop])
-        b_pos.append(np.full(e - s + 1, mask_pos[j]))
-        b_blk.append(np.arange(1, e - s + 2))
-    cat = lambda xs: np.concatenate(xs) if xs else np.zeros(0, np.int64)  # noqa: E731
-    n_a, n_b = len(a), sum(len(x) for x in b_in)
+    mask_pos = np.cumsum(keep)[starts] - 1  # position of each span's [MASK] in part A
+    size = lens[order] + 1
+    w = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size)  # index inside its block
+    src = np.repeat(starts[order], size) + w  # the span token a block's label reads
+    last = w == np.repeat(lens[order], size)
+    b_in = np.where(w == 0, sop, ids[np.maximum(src - 1, 0)])
+    b_lab = np.where(last, eop, ids[np.minimum(src, max(n - 1, 0))])
+    n_a, n_b = len(a), len(w)
     return Example(
-        input_ids=np.r_[a, cat(b_in)].astype(np.int32),
-        prefix=np.r_[np.ones(n_a, bool), np.zeros(n_b, bool)],
-        labels={"glm": np.r_[np.full(n_a, IGNORE), cat(b_lab)].astype(np.int32)},
-        positions=np.r_[np.arange(n_a), cat(b_pos)].astype(np.int32),
-        block_positions=np.r_[np.zeros(n_a), cat(b_blk)].astype(np.int32),
+        input_ids=np.concatenate([a, b_in]).astype(np.int32),
+        prefix=np.concatenate([np.ones(n_a, bool), np.zeros(n_b, bool)]),
+        labels={"glm": np.concatenate([np.full(n_a, IGNORE, np.int32), b_lab]).astype(np.int32)},
+        positions=np.concatenate([np.arange(n_a), np.repeat(mask_pos[order], size)]).astype(np.int32),
+        block_positions=np.concatenate([np.zeros(n_a, np.int32), w + 1]).astype(np.int32),
     )
 
 

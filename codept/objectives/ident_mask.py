@@ -13,7 +13,10 @@ prefix-LM sequence (the t5_span rendering).
    own occurrences (so no tokenizer online).
 4. Example = inputs + targets: prefix True on the inputs, False on the targets; ``labels["lm"]``
    the target ids (UNshifted, the "lm" head), IGNORE on the inputs. None when no binding qualifies.
-Cost: O(T + I). Not covered: free names (builtins, imported names) are never masked; a target list
+Cost: O(T + I) per read plus O(I) per window: which bindings qualify in which window is decided
+once per read (every occurrence of a binding inside one window: its first and last tokens), and a
+window's inputs are one gather (the occurrences' tokens after their first dropped, the first set to
+the sentinel). Not covered: free names (builtins, imported names) are never masked; a target list
 longer than ``target_room`` drops its last bindings (their occurrences are then kept in the input).
 """
 
@@ -60,59 +63,94 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
             return None
         if cfg.windows == 1 or len(ids) <= room:
             lo = int(rng.integers(0, len(ids) - room + 1)) if len(ids) > room else 0
-            return window(view, ids, idents, lo, min(len(ids), lo + room), rng)
-        shift = int(rng.integers(room))  # windows of `room` tokens tile the file from a random offset
-        starts = [0] + list(range(shift or room, len(ids), room))
-        out = [ex for lo, hi in zip(starts, starts[1:] + [len(ids)])
-               if (ex := window(view, ids, idents, lo, hi, rng)) is not None]
+            bounds = [(lo, min(len(ids), lo + room))]
+        else:
+            shift = int(rng.integers(room))  # windows of `room` tokens tile the file from a random offset
+            starts = [0] + list(range(shift or room, len(ids), room))
+            bounds = list(zip(starts, starts[1:] + [len(ids)]))
+        out = []
+        uniq, inv, first_row, ok_of = _bindings(view, idents, bounds)
+        in_order = len(idents) < 2 or bool((idents[1:, 0] >= idents[:-1, 0]).all())  # rows by token start
+        for (lo, hi), ok in zip(bounds, ok_of):
+            if len(ok) == 0:
+                continue
+            k = min(len(sentinels), max(1, int(round(cfg.rate * len(ok)))))
+            picked = rng.permutation(ok)[:k]  # positions in uniq (a permutation moves values, whatever they are)
+            rank = np.full(len(uniq), -1, np.int64)  # binding (position in uniq) -> its sentinel number
+            rank[picked] = np.arange(len(picked))
+            inputs, targets = _render(ids, idents, rank[inv], first_row[picked], sentinels, lo, hi,
+                                      cfg.target_room - 1, in_order)
+            targets = np.append(targets, eos)
+            prefix = np.concatenate([np.ones(len(inputs), bool), np.zeros(len(targets), bool)])
+            labels = np.concatenate([np.full(len(inputs), IGNORE, np.int64), targets])
+            out.append(Example(np.concatenate([inputs, targets]).astype(ids.dtype), prefix, labels={"lm": labels}))
+        if cfg.windows == 1 or len(bounds) == 1:
+            return out[0] if out else None
         return (out[: cfg.windows] if cfg.windows else out) or None
-
-    def window(view, ids, idents, lo: int, hi: int, rng) -> Example | None:
-        inside = (idents[:, 0] >= lo) & (idents[:, 1] <= hi)
-        rows = np.flatnonzero(inside)
-        if len(rows) == 0:
-            return None
-        clean, _ = occurrences(view, rows)
-        binding = idents[:, 4]
-        # bindings with an occurrence outside the window, unclean, or free never qualify
-        bad = np.unique(np.concatenate([binding[~inside], binding[rows][~clean | (idents[rows, 3] == ROLE_FREE)]]))
-        ok = np.setdiff1d(np.unique(binding[rows]), bad)
-        if len(ok) == 0:
-            return None
-        k = min(len(sentinels), max(1, int(round(cfg.rate * len(ok)))))
-        picked = rng.permutation(ok)[:k]
-        inputs, targets = _render(ids, idents[rows], binding[rows], picked, sentinels, lo, hi, cfg.target_room - 1)
-        targets = np.append(targets, eos)
-        prefix = np.concatenate([np.ones(len(inputs), bool), np.zeros(len(targets), bool)])
-        labels = np.concatenate([np.full(len(inputs), IGNORE, np.int64), targets])
-        return Example(np.concatenate([inputs, targets]).astype(ids.dtype), prefix, labels={"lm": labels})
 
     return ident_mask
 
 
-def _render(ids, idents, binding, picked, sentinels, lo: int, hi: int, room: int):
-    """Inputs (the window with each picked binding's occurrences as its sentinel) and targets."""
-    targets: list[np.ndarray] = []
-    sentinel_at: dict[int, int] = {}  # token start of an occurrence -> (its end, sentinel id)
-    used = 0
-    for i, b in enumerate(picked.tolist()):
-        rows = np.flatnonzero(binding == b)
-        s0, e0 = int(idents[rows[0], 0]), int(idents[rows[0], 1])
-        name = ids[s0:e0]
-        if used + 1 + len(name) > room:
-            break
-        targets += [sentinels[i:i + 1], name]
-        used += 1 + len(name)
-        for r in rows.tolist():
-            sentinel_at[int(idents[r, 0])] = (int(idents[r, 1]), int(sentinels[i]))
+def _bindings(view, idents: np.ndarray, bounds: list[tuple[int, int]]):
+    """(sorted binding ids, each identifier's position among them, each binding's first identifier
+    row, per window [lo, hi) the positions of the bindings that qualify there: every occurrence
+    inside it, clean and not a free name; the windows tile the file, so a binding qualifies in at
+    most one)."""
+    clean, _ = occurrences(view)
+    uniq, first_row, inv = np.unique(idents[:, 4], return_index=True, return_inverse=True)
+    first = np.full(len(uniq), np.iinfo(np.int64).max)
+    last = np.full(len(uniq), -1, np.int64)
+    np.minimum.at(first, inv, idents[:, 0])
+    np.maximum.at(last, inv, idents[:, 1])
+    bad = np.zeros(len(uniq), bool)
+    bad[inv[~clean | (idents[:, 3] == ROLE_FREE)]] = True
+    lo = np.array([b[0] for b in bounds], np.int64)
+    hi = np.array([b[1] for b in bounds], np.int64)
+    w = np.searchsorted(lo, first, side="right") - 1  # the window holding the binding's first token
+    ok = ~bad & (w >= 0) & (last <= hi[np.maximum(w, 0)])
+    return uniq, inv, first_row, [np.flatnonzero(ok & (w == j)) for j in range(len(bounds))]
+
+
+def _render(ids, idents, rank, first_row, sentinels, lo: int, hi: int, room: int, in_order: bool = False):
+    """Inputs (window [lo, hi) with every occurrence of the i-th picked binding as ``<sentinel_i>``;
+    ``rank``: each identifier's i, -1 if not picked) and targets ``<sentinel_i> name_i ...`` (each
+    name spelled as its binding's first occurrence; from the first binding whose target would pass
+    `room` on, the bindings are dropped and keep their names). ``in_order``: the rows are sorted by
+    token start."""
+    s0, e0 = idents[first_row, 0], idents[first_row, 1]
+    fits = np.cumsum(1 + e0 - s0) <= room
+    n = len(fits) if fits.all() else int(np.argmin(fits))
+    tgt = [x for i in range(n) for x in (sentinels[i:i + 1], ids[s0[i]:e0[i]])]
+    targets = (np.concatenate(tgt) if tgt else np.zeros(0, np.int64)).astype(np.int64)
+    occ = np.flatnonzero((rank >= 0) & (rank < n))  # the occurrences to replace
+    s, e, sid = idents[occ, 0].astype(np.int64), idents[occ, 1].astype(np.int64), sentinels[rank[occ]]
+    if not in_order:
+        srt = np.argsort(s, kind="stable")
+        s, e, sid, occ = s[srt], e[srt], sid[srt], occ[srt]
+    if (e <= s).any() or (s[1:] < e[:-1]).any():  # ranges that overlap or share a start: in written order
+        seq = np.lexsort((occ, rank[occ]))  # (binding, row): the order the ranges were written in
+        return _render_pieces(ids, s[seq], e[seq], sid[seq], lo, hi), targets
+    cut = np.zeros(hi - lo + 1, np.int64)  # drop an occurrence's tokens after its first
+    cut[s - lo + 1] += 1
+    cut[e - lo] -= 1
+    out = ids[lo:hi].copy()
+    out[s - lo] = sid
+    return out[np.cumsum(cut[:-1]) <= 0], targets
+
+
+def _render_pieces(ids, s, e, sid, lo: int, hi: int) -> np.ndarray:
+    """The window with token ranges [s, e) replaced by one token each, for ranges that overlap or
+    share a start: the last range written for a start wins, the pieces follow the starts."""
+    at_start = {}
+    for a, b, x in zip(s.tolist(), e.tolist(), sid.tolist()):
+        at_start[a] = (b, x)
     pieces, at = [], lo
-    for s in sorted(sentinel_at):
-        e, sid = sentinel_at[s]
-        pieces += [ids[at:s], np.array([sid], ids.dtype)]
-        at = e
+    for a in sorted(at_start):
+        b, x = at_start[a]
+        pieces += [ids[at:a], np.array([x], ids.dtype)]
+        at = b
     pieces.append(ids[at:hi])
-    tgt = np.concatenate(targets) if targets else np.zeros(0, np.int64)
-    return np.concatenate(pieces), tgt.astype(np.int64)
+    return np.concatenate(pieces)
 
 
 # DOBF: the masked names after the code, causal

@@ -59,7 +59,7 @@ def occurrences(view, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.nd
         idents = idents[rows]
     if len(idents) == 0:
         return np.zeros(0, bool), np.zeros(0, bool)
-    name_len = np.fromiter((len(n) for n in view.names), np.int64, len(view.names))[idents[:, 2]]
+    name_len = np.fromiter(map(len, view.names), np.int64, len(view.names))[idents[:, 2]]
     c0 = off[idents[:, 0], 0].astype(np.int64)
     span = off[idents[:, 1] - 1, 1].astype(np.int64) - c0
     first = np.frombuffer(view.text.encode("utf-32-le"), np.uint32)[np.minimum(c0, max(len(view.text) - 1, 0))]
