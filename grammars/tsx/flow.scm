@@ -1,0 +1,2 @@
+; inherits: typescript
+; Control flow for TSX: that of TypeScript (JSX adds no control flow).
