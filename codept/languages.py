@@ -46,6 +46,7 @@ class Language:
     aliases: tuple[str, ...]  # lower case
     line_comment: tuple[str, ...]
     doc_comment_prefixes: tuple[str, ...]
+    doc_skip_kinds: tuple[str, ...]  # node kinds between a doc comment and its definition (attributes)
     scope_order: str
     unsupported_span_kinds: tuple[str, ...]
 
@@ -144,6 +145,7 @@ def _language(root: str, name: str) -> Language:
         aliases=tuple(a.lower() for a in _strings(cfg, "aliases", path)),
         line_comment=_strings(cfg, "line_comment", path),
         doc_comment_prefixes=_strings(cfg, "doc_comment_prefixes", path),
+        doc_skip_kinds=_strings(cfg, "doc_skip_kinds", path),
         scope_order=cfg["scope_order"],
         unsupported_span_kinds=_strings(cfg, "unsupported_span_kinds", path),
     )

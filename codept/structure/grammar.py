@@ -65,6 +65,7 @@ class Grammar:
     line_comment: tuple[str, ...]
     doc_comment_prefixes: tuple[str, ...]
     scope_order: str
+    doc_skip_kinds: frozenset[str]  # node kinds that may stand between a doc comment and its definition
     fingerprint: str  # sha256 over language.toml, the query files and the grammar wheel version
     language: ts.Language = field(repr=False)
     queries: dict[str, ts.Query] = field(repr=False)
@@ -112,6 +113,7 @@ def load_grammar(name: str) -> Grammar:
         line_comment=info.line_comment,
         doc_comment_prefixes=info.doc_comment_prefixes,
         scope_order=info.scope_order,
+        doc_skip_kinds=frozenset(info.doc_skip_kinds),
         fingerprint=h.hexdigest(),
         language=language,
         queries=queries,
@@ -545,11 +547,13 @@ def _adjacent_doc(g: Grammar, source: bytes, def_start: int, nodes: list, siblin
     length of a comment run). `siblings` caches each parent's children across calls."""
     inside = [(n.start_byte, n.end_byte) for n in nodes if n.start_byte >= def_start]
     before = sorted((n for n in nodes if n.end_byte <= def_start), key=lambda n: n.start_byte)
-    if not before or not _gap_ok(source, before[-1].end_byte, def_start):
+    if not before:
         return inside
     last = before[-1]
     parent = last.parent
     if parent is None:
+        if not _gap_ok(source, last.end_byte, def_start):
+            return inside
         run = [last]
     else:
         if parent.id not in siblings:
@@ -559,6 +563,14 @@ def _adjacent_doc(g: Grammar, source: bytes, def_start: int, nodes: list, siblin
         i = bisect.bisect_left(starts, last.start_byte)
         while i < len(kids) and kids[i] != last:
             i += 1
+        # between the doc and the definition: nothing, or nodes of the language's doc_skip_kinds
+        # (Rust `#[attr]`, C# `[Attr]`), each on its own lines without a blank line
+        end, k = last.end_byte, i + 1
+        while k < len(kids) and kids[k].start_byte < def_start and kids[k].type in g.doc_skip_kinds \
+                and _gap_ok(source, end, kids[k].start_byte):
+            end, k = kids[k].end_byte, k + 1
+        if not _gap_ok(source, end, def_start):
+            return inside
         run = [last]
         j = i - 1
         while j >= 0 and kids[j].kind_id == last.kind_id and _gap_ok(source, kids[j].end_byte, run[-1].start_byte):
