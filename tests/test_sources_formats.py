@@ -46,7 +46,7 @@ def jsonl_lines():
         (json.dumps({"content": GO, "lang": "golang", "path": "m.go"}), "go"),
         (json.dumps({"content": "class A; end\n", "path": "lib/a.rb"}), "ruby"),  # lang from path
         ("", None),
-        (json.dumps({"content": "x", "lang": "c#"}), "unknown_language"),
+        (json.dumps({"content": "x", "lang": "cobol"}), "unknown_language"),
         (json.dumps({"lang": "python"}), "bad_record"),  # no content
         (json.dumps({"content": 42, "lang": "python"}), "bad_record"),
         (json.dumps({"content": PY}), "bad_record"),  # no lang, no path
@@ -81,7 +81,7 @@ def test_jsonl_every_line_accounted(tmp_path, gz):
     assert recs[0].content == PY
     bad = {s.origin.rsplit("#", 1)[1]: s.detail for s in skips}
     assert "line 11 is not JSON" in bad["11"] and "'content' must be a string, got missing" in bad["7"]
-    assert "got int" in bad["8"] and "c#" in bad["6"]
+    assert "got int" in bad["8"] and "cobol" in bad["6"]
 
 
 def test_jsonl_truncated_gzip_keeps_rows_read_and_reports(tmp_path):
@@ -136,7 +136,7 @@ def test_not_a_parquet_file(tmp_path):
 def test_hf_dataset_and_dataset_dict(tmp_path):
     import datasets
 
-    rows = {"content": [PY, JS, "x", GO], "lang": ["python", "JavaScript", "c#", "go"],
+    rows = {"content": [PY, JS, "x", GO], "lang": ["python", "JavaScript", "cobol", "go"],
             "path": ["a.py", "b.js", "c.cs", "d.go"], "stars": [1, 2, 3, 4]}
     ds = datasets.Dataset.from_dict(rows)
     ds.save_to_disk(str(tmp_path / "one"))
