@@ -69,9 +69,23 @@ def run_name(spec: str) -> str:
     return mixture.replace(":", "").replace(",", "+") + tail
 
 
-def run_one(spec: str, out: Path, args, extra: list[str]) -> dict:
+def merge(common: list[str], own: list[str]) -> list[str]:
+    """``key=value`` items of every run, then a run's own: a key of both takes the run's value (the
+    recipe refuses a key given twice)."""
+    out = dict(item.split("=", 1) for item in common)
+    out.update(item.split("=", 1) for item in own)
+    return [f"{k}={v}" for k, v in out.items()]
+
+
+def run_items(spec: str, args) -> list[str]:
+    """The recipe settings of one run: the ablation's, every run's (``key=value`` after the options),
+    the run's own (the later win)."""
     mixture, own = parse_run(spec)
-    items = [f"data.mixture={mixture}", f"steps={args.steps}", "probe.every=0", *extra, *own]
+    return merge([f"data.mixture={mixture}", f"steps={args.steps}", "probe.every=0", *args.overrides], own)
+
+
+def run_one(spec: str, out: Path, args) -> dict:
+    items = run_items(spec, args)
     if args.init_from:
         items += ["--init-from", args.init_from]
     return run_in("recipes/pretrain_code.py", spec, out, args.ranks, items)
@@ -106,7 +120,7 @@ def _val_cell(summary: dict) -> str:
     val = summary.get("val") or {}
     if "skipped" in val:
         return "skipped"
-    return ", ".join(f"{h} {v['loss']}/{v['acc']}" for h, v in sorted(val.items()) if isinstance(v, dict))
+    return ", ".join(f"{h} {v['loss']}/{v['acc']}" for h, v in sorted(val.items()) if isinstance(v, dict) and "loss" in v)
 
 
 def table(results: dict[str, dict]) -> str:
@@ -138,9 +152,8 @@ def check_settings(args) -> None:
     if len(set(names)) < len(names):
         raise SystemExit(f"[ablate] two runs share a folder name: {sorted({n for n in names if names.count(n) > 1})}")
     for spec in args.mixtures:
-        mixture, own = parse_run(spec)
         try:
-            configure("debug_cpu", [f"data.mixture={mixture}", f"steps={args.steps}", *args.overrides, *own])
+            configure("debug_cpu", run_items(spec, args))
         except ConfigError as e:
             raise SystemExit(f"[ablate] run {spec!r}: {e}") from None
 
@@ -159,7 +172,7 @@ def main(argv: list[str]) -> int:
     check_settings(args)  # every run's settings, before the first launch
     results = {}
     for spec in args.mixtures:
-        results[spec] = run_one(spec, args.out / run_name(spec), args, args.overrides)
+        results[spec] = run_one(spec, args.out / run_name(spec), args)
     md = table(results)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "ablation.md").write_text(md)

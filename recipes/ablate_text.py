@@ -47,7 +47,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "recipes"))
 
-from ablate import FIXED, parse_run, run_in, run_name  # noqa: E402
+from ablate import FIXED, merge, parse_run, run_in, run_name  # noqa: E402
 
 # the MLM-vs-AR regimes on English; glm / plm examples must fit one row (seq_len 128 in english_cpu)
 REGIMES = ["mlm@text:1", "ar@text:1", "unilm@text:1", "glm@text:1 objective.glm.max_tokens=128",
@@ -84,7 +84,7 @@ def check_settings(runs: dict, steps: int, overrides: list[str]) -> dict:
     out = {}
     for name, items in runs.items():
         try:
-            out[name] = configure("english_cpu", [*items, f"steps={steps}", *overrides])[0]
+            out[name] = configure("english_cpu", merge([f"steps={steps}", *overrides], items))[0]
         except ConfigError as e:
             raise SystemExit(f"[ablate_text] run {name!r}: {e}") from None
     return out
@@ -188,7 +188,7 @@ def regimes_table(results: dict[str, dict]) -> str:
     for name, s in results.items():
         val = s.get("val") or {}
         heads = ", ".join(f"{h} {m['loss']} / {m['acc']} ({m['n']})" for h, m in sorted(val.items())
-                          if isinstance(m, dict))
+                          if isinstance(m, dict) and "loss" in m)
         d = s["doc_probe"]
         lines.append(f"| {name} | {d['bidirectional']:.3f} | {d['causal']:.3f} | {heads} | {s['loss_last']} | {s['seconds']} |")
     ref = next((s["doc_probe"] for s in results.values() if "random" in s["doc_probe"]), None)
@@ -230,7 +230,7 @@ def main(argv: list[str]) -> int:
     results = {}
     for i, (name, items) in enumerate(runs.items()):
         results[name] = run_in("recipes/pretrain_text.py", name, folders[name], args.ranks,
-                               [*items, f"steps={args.steps}", *args.overrides])
+                               merge([f"steps={args.steps}", *args.overrides], items))
         if regimes:
             st = settings[name]
             results[name]["doc_probe"] = doc_probe(folders[name], results[name]["views"], st.sections["val"].holdout,

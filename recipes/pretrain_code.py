@@ -2,28 +2,18 @@
 
 With no arguments (preset ``debug_cpu``) it prepares the running interpreter's standard library
 (cached), trains (cached) a tokenizer, trains a small encoder with the default code-objective mixture
-(``code_doc``: code <-> docstring contrastive pairs; see DataConfig) on the launched ranks (gloo on CPU, NCCL on GPUs) for a few minutes, and prints
-a summary. Steps:
-  0. every setting is parsed and checked before any work (codept.train.loop.configure): a bad one is
-     one message naming the key, the value and the rule, printed once, exit code 2;
-  1. join the process group; rank 0 prepares the views (codept.prepare, cached), the others wait;
-  2. one stream per rank: objectives x views, exact mixture, best-fit packing (codept.data.stream);
-     fixed held-out validation rows from the files the in-domain probe holds out (never trained on);
-  3. model + heads (codept.model); the fresh token-level heads' output biases start at the log
-     frequencies of their targets in the first global batch (codept.model.pretrainer.init_output_priors:
-     from zero biases the label prior was fitted through the encoder, collapsing it); DeepSpeed engine
-     with batch/optimizer/schedule derived from the RunConfig (codept.train.config / engine); resume
-     from ``out_dir/latest`` if present;
-  4. each optimizer step: k micro-batches of ``micro_batch_rows`` rows, loss = sum over heads of
-     ``loss.<head>`` x the head's token mean over the whole step (codept.train.engine.train_step);
-     checkpoints with the stream state and RNG;
-  5. every ``val.every`` steps and at the end: ``val/<head>/loss`` and ``val/<head>/acc`` on the held-out
-     rows (codept.train.loop); code-search probes (codept.probe.defaults): in-domain = held-out files of
-     the training corpus, cross-project = networkx; a cheap probe every ``probe.every`` steps is logged
-     as ``eval/mrr_<lang>`` (cross-project) and ``eval/in_domain/mrr_<lang>``; the final probe compares
-     the model with BM25 and a random-init encoder (cached baselines);
-  6. rank 0 logs (progress bar, TensorBoard scalars, losses.jsonl / eval.jsonl line-buffered, loss plot
-     with a validation panel) and prints the summary (``val`` next to ``probe_mrr``).
+(``code_doc``: code <-> docstring contrastive pairs; see DataConfig) on the launched ranks (gloo on
+CPU, NCCL on GPUs) for a few minutes, and prints a summary. The run is codept.train.loop.run (settings
+checked before any work, streams, validation, output priors, engine, resume, step loop, logs,
+summary); what is this recipe's own:
+  1. presets (debug_cpu, small_1xh200, base_8xh200, minilm_six_cpu) and DataConfig;
+  2. corpora: rank 0 prepares the code views (codept.prepare, cached), the others wait; the files
+     the in-domain probe holds out are the held-out validation views (never trained on); text and
+     pair corpora of ``codept prepare-text`` join as ``objective@text`` / ``objective@pairs``;
+  3. code-search probes (codept.probe.defaults): in-domain = held-out files of the training corpus,
+     cross-project = networkx; a cheap probe every ``probe.every`` steps is logged as
+     ``eval/mrr_<lang>`` (cross-project) and ``eval/in_domain/mrr_<lang>``; the final probe compares
+     the model with BM25 and a random-init encoder (cached baselines): ``probe_mrr`` in the summary.
 Overrides (one parser, codept.train.config.parse_settings): RunConfig fields (``steps=200``), model
 fields with ``model.`` (``model.layers=2``), data settings with ``data.`` (``data.mixture=mlm:2,syntax_span:1``),
 probe settings with ``probe.`` (``probe.every=0``, ``probe.project=``), validation with ``val.``
@@ -44,33 +34,16 @@ Multi-node: ``deepspeed --hostfile hosts recipes/pretrain_code.py --preset base_
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
-import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # 2 ranks on 2 cores: no thread oversubscription
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from codept.data.collate import collate  # noqa: E402
-from codept.data.sources import stdlib_files  # noqa: E402
-from codept.data.views import open_views  # noqa: E402
 from codept.model import transformer as T  # noqa: E402
-from codept.model.pretrainer import Pretrainer, build_head, init_output_priors  # noqa: E402
-from codept.model.hf import init_from, load_mlm_head  # noqa: E402
-from codept.objectives.render import Vocab  # noqa: E402
-from codept.probe import load_pairs  # noqa: E402
-from codept.probe.defaults import ProbeConfig, baseline, default_probes  # noqa: E402
-from codept.probe.run import Probe  # noqa: E402
-from codept.probe.split import split_views  # noqa: E402
-from codept.prepare import load_views, prepare  # noqa: E402
-from codept.text.prepare import prepare_text  # noqa: E402
-from codept.tokenizer import default_tokenizer_dir, load_tokenizer  # noqa: E402
-from codept.train import checkpoint  # noqa: E402
-from codept.train import engine as E  # noqa: E402
+from codept.probe.defaults import ProbeConfig, check_sources  # noqa: E402
 from codept.train import loop as L  # noqa: E402
 from codept.train.config import ConfigError, RunConfig  # noqa: E402
 
@@ -89,10 +62,13 @@ class DataConfig:
     buffer: int = 256  # documents packed together (codept.data.pack)
     corpora: str = ""  # a `codept corpora fetch DEST --role train` folder: its train-role corpora join the sources
     lang_bytes: int = 0  # > 0: per language, at most this many bytes of source files (balanced_files); 0 = all
+    tokenizer: str = ""  # a tokenizer folder (`codept tokenizer train SRC --out DIR`); empty = BPE on the stdlib
 
     def __post_init__(self):
         if self.lang_bytes < 0:
             raise ValueError(f"lang_bytes={self.lang_bytes}: must be >= 0 (0 = every file)")
+        if self.buffer < 1:
+            raise ValueError(f"buffer={self.buffer}: must be >= 1 (documents packed together)")
 
 
 # -- presets: plain functions named for size and hardware ----------------------------------------
@@ -149,9 +125,19 @@ def configure(preset: str, items: list[str]):
     settings, mixture = L.configure(items, run, sections, CORPORA)
     if preset in NEEDS_CORPORA and not settings.sections["data"].corpora:
         raise ConfigError(f"--preset {preset}: give data.corpora=DEST, a folder of `codept corpora fetch DEST --role train`")
+    data = settings.sections["data"]
     text_corpora = [c for c in L.corpora_used(mixture) if c != "code"]
-    if text_corpora and not settings.sections["data"].text:
+    if text_corpora and not data.text:
         raise ConfigError(f"data.mixture reads the {'/'.join(text_corpora)} corpus: give its sources as data.text=PATH[,PATH]")
+    L.check_tokenizer("data.tokenizer", data.tokenizer)
+    L.check_paths("data.sources", data.sources)
+    L.check_paths("data.text", data.text)
+    if data.corpora:
+        train_corpora(data.corpora)  # its manifest lists train corpora that are there
+    try:
+        check_sources(settings.sections["probe"])
+    except ValueError as e:
+        raise ConfigError(f"probe.{e}") from None
     return settings, mixture
 
 
@@ -217,50 +203,39 @@ def balanced_files(sources: list[str], lang_bytes: int, max_bytes: int = 1_000_0
     return sorted(chosen), stats
 
 
-def check_init_from(init_dir: Path | None, items: list[str]) -> None:
-    if init_dir is None:
-        return
-    shape = {"vocab_size", "hidden", "layers", "heads", "intermediate", "max_positions", "type_vocab_size"}
-    bad = sorted(shape & {x[6:].split("=", 1)[0] for x in items if x.startswith("model.")})
-    if bad:
-        raise ConfigError(f"--init-from {init_dir}: the model's shape comes from its config.json; drop {bad}")
-    if not (init_dir / "config.json").is_file() or not (init_dir / "tokenizer.json").is_file():
-        raise ConfigError(f"--init-from {init_dir}: needs config.json and tokenizer.json (a transformers folder)")
+# -- the recipe's own steps (codept.train.loop.run does the rest) -----------------------------------
 
 
-# -- the run -------------------------------------------------------------------------------------
+def init_dir(preset: str, given: str) -> Path | None:
+    """--init-from DIR; presets that continue pretraining default to MiniLM."""
+    return Path(given).resolve() if given else minilm_dir() if preset in NEEDS_INIT else None
 
 
-def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--preset", default="debug_cpu", choices=sorted(PRESETS))
-    ap.add_argument("--local_rank", type=int, default=0, help="set by the deepspeed launcher")
-    ap.add_argument("--init-from", default="", metavar="DIR",
-                    help="a transformers BERT/RoBERTa folder to continue pretraining from (with its tokenizer)")
-    ap.add_argument("overrides", nargs="*", help="key=value (RunConfig), model./data./probe./val.key=value, "
-                    "objective.<name>.<field>=value, loss.<head>=weight")
-    args = ap.parse_intermixed_args(argv)  # key=value items may come before and after --preset
-    settings, mixture = configure(args.preset, args.overrides)  # every setting checked before any work
-    run, model_cfg, data = settings.run, settings.sections["model"], settings.sections["data"]
-    pcfg, vcfg = settings.sections["probe"], settings.sections["val"]
-    init_dir = Path(args.init_from).resolve() if args.init_from else minilm_dir() if args.preset in NEEDS_INIT else None
-    check_init_from(init_dir, args.overrides)
+def corpora(job: L.Job) -> L.Corpora:
+    """Rank 0 prepares the code views (cached by content hash) and builds the probes, then the others
+    find them; the in-domain probe's held-out files are the code validation views; text / pair views
+    of `codept prepare-text`, held out by path hash (val.holdout)."""
+    from codept.data.sources import stdlib_files
+    from codept.data.views import open_views
+    from codept.prepare import load_views, prepare
+    from codept.probe import load_pairs
+    from codept.probe.defaults import default_probes
+    from codept.probe.run import Probe
+    from codept.probe.split import split_views
+    from codept.tokenizer import default_tokenizer_dir
 
-    world = E.init_distributed()
-    is_main = world.rank == 0
-    t_start = time.time()
-
-    # 1. data: rank 0 prepares (cached by content hash), the others then find the finished folder
+    data, pcfg, vcfg, is_main = job.section("data"), job.section("probe"), job.section("val"), job.is_main
     sources = [s for s in data.sources.split(",") if s] + (train_corpora(data.corpora) if data.corpora else [])
     balance = None
     if data.lang_bytes:  # per-language byte budget: no language dominates the views by bytes
         sources, balance = balanced_files(sources or [str(p) for p in stdlib_files()], data.lang_bytes)
-    tok_dir = init_dir or L.main_first(lambda progress: default_tokenizer_dir(), is_main)
+    tok_dir = job.init_dir or (Path(data.tokenizer) if data.tokenizer
+                               else L.main_first(lambda progress: default_tokenizer_dir(), is_main))
     summary = L.main_first(lambda progress: prepare(sources, tokenizer_dir=tok_dir, progress=progress), is_main)
+    if not summary["viewed"]:  # every rank finds the same (cached) summary: all raise together
+        raise ConfigError(f"data.sources={','.join(sources) or data.sources!r}: no file viewed of "
+                          f"{summary['inputs']} inputs (skipped: {summary['skipped']}): nothing to train on")
     views = load_views(summary["out"])
-    tokenizer = load_tokenizer(tok_dir)
-    vocab = Vocab.from_tokenizer(tokenizer)
-
     # code-search probes: rank 0 builds them (cached), then every rank holds the same pairs
     probe_dirs = L.main_first(lambda progress: default_probes(views, summary["cache_key"], summary["out"], pcfg,
                                                               progress=progress), is_main)
@@ -268,131 +243,66 @@ def main(argv: list[str]) -> int:
     if pcfg.holdout > 0:  # the held-out files: the in-domain probe and validation, never trained on
         train_idx, held_idx = split_views(views, pcfg.holdout)
         views, held = views.select(train_idx), views.select(held_idx)
-    corpora, held = {"code": views}, {"code": held}
-    text_used = [c for c in L.corpora_used(mixture) if c != "code"]
+    train, held = {"code": views}, {"code": held}
+    text_used = [c for c in L.corpora_used(job.mixture) if c != "code"]
     if text_used:  # text / pair views of `codept prepare-text`, held out by path hash (val.holdout)
         text_dir = _prepare_text(data.text, tok_dir, is_main)
         for name in text_used:
-            corpora[name], held[name] = open_views(text_dir, kind=CORPORA[name]).split(vcfg.holdout)
+            train[name], held[name] = open_views(text_dir, kind=CORPORA[name]).split(vcfg.holdout)
     cheap = {n: Probe.from_pairs(load_pairs(d), pcfg.pool, 0, max_queries=pcfg.queries) for n, d in probe_dirs.items()}
-    if init_dir is None and model_cfg.vocab_size != vocab.size:
-        model_cfg = T.configure(model_cfg, vocab_size=vocab.size)
-
-    # 2. one stream per rank; fixed held-out validation rows (built once)
-    head_names = L.heads_of(mixture)
-    stream = L.packed(L.streams(corpora, mixture, vocab, settings.objectives), mixture, run.seed, world,
-                      run.seq_len, vocab.pad_id, data.buffer)
-    validation = L.validation_batches(held, mixture, vocab, settings.objectives, world, run, vcfg,
-                                      vocab.pad_id, data.buffer)
-
-    # 3. model, heads, engine, resume
-    checkpoint.seed_all(run.seed, 0)  # identical initial weights on every rank
-    if init_dir is None:
-        model = T.Transformer(model_cfg)
-        net = Pretrainer(model, {h: build_head(h, model) for h in head_names})
-        head_loaded = False
-    else:
-        keep = {k: getattr(model_cfg, k) for k in ("dropout", "attention_dropout", "attention", "checkpointing")}
-        model, model_cfg = init_from(init_dir, **keep)
-        if model_cfg.vocab_size < vocab.size or run.seq_len > model_cfg.max_positions:
-            raise ConfigError(f"--init-from {init_dir}: vocab {model_cfg.vocab_size} < tokenizer {vocab.size} "
-                              f"or seq_len {run.seq_len} > max_positions {model_cfg.max_positions}")
-        net = Pretrainer(model, {h: build_head(h, model) for h in head_names})
-        head_loaded = "mlm" in net.heads and load_mlm_head(init_dir, net.heads["mlm"])
-    output_priors(net, corpora, mixture, vocab, settings, world, skip=("mlm",) if head_loaded else ())
-    checkpoint.seed_all(run.seed, world.rank)  # distinct dropout streams per rank
-    engine = E.build_engine(net, run, world)
-    resume = checkpoint.load(engine, run.out_dir)
-    start = 0
-    if resume is not None:
-        start = resume.step
-        stream.load_state_dict(resume.client_state["stream"])
-        checkpoint.restore_rng(resume.rng)  # the stream draws from numpy Generators only: restore now
-
-    # 4. train; cheap probes every probe.every steps, validation every val.every steps and at the end
-    log = L.Log(run.out_dir, is_main, total=run.steps, start=start)
-    last_val: dict = {}
-
-    def val_hook(step: int) -> None:
-        last_val.clear()
-        last_val.update(L.validate(engine, validation, head_names))
-        log.scalars(step, last_val)
-
-    t_train = time.time()
-    tokens = L.train(engine, stream, run, start=start, heads=head_names, weights=settings.loss, log=log,
-                     hooks=[(pcfg.every, lambda step: log.scalars(step, probe_scalars(cheap, engine, tokenizer, pcfg))),
-                            (vcfg.every, val_hook)],
-                     client_state=lambda: {"stream": stream.state_dict(), "model": dataclasses.asdict(model_cfg),
-                                           "tokenizer": str(tok_dir)})
-    tokens_all = sum(E.all_gather_object(tokens))
-    train_seconds = time.time() - t_train
-    val_hook(run.steps)
-
-    # 5. final probe: the model (every rank runs the forward: ZeRO-3 gathers parameters) and baselines
-    table = {}
-    for name, d in probe_dirs.items():
-        full = Probe.from_pairs(load_pairs(d), pcfg.pool, 0, max_queries=pcfg.final_queries)
-        ours = full.evaluate_codept(engine.module.model, tokenizer, max_len=pcfg.max_len, device=engine.device)
-        # per probe: pairs, pool size, and each scorer's MRR (overall, and per language when several)
-        row = {"pairs": len(full), "pool": min(pcfg.pool, len(full)), "model": round(ours["mrr"], 4)}
-        if len(ours["by_lang"]) > 1:
-            row.update({f"model_{lang}": round(r["mrr"], 4) for lang, r in ours["by_lang"].items()})
-        if is_main:
-            for spec in filter(None, pcfg.baselines.split(",")):
-                result = baseline(d, spec, pcfg)
-                row[spec] = round(result["overall"]["pool"]["mrr"], 4)
-        table[name] = row
-        log.scalars(run.steps, {f"eval/{name}/mrr": ours["mrr"]})
-    seconds = time.time() - t_start
-
-    # 6. summary
-    if is_main:
-        log.close()
-        first, last = log.first_last()
-        result = {
-            "preset": args.preset, "ranks": world.world_size, "steps": run.steps, "resumed_from": start,
-            "params": model.num_parameters(), "train_views": len(views), "init_from": str(init_dir) if init_dir else None,
-            "mlm_head_loaded": head_loaded, "views": summary["viewed"], "tokens_trained": tokens_all,
-            "balanced_sources": balance,
-            "train_tokens_per_s": round(tokens_all / max(train_seconds, 1e-9)), "seconds": round(seconds, 1),
-            "loss_first": first, "loss_last": last, "loss_weights": {h: settings.loss.get(h, 1.0) for h in head_names},
-            "val": validation.summary(last_val, run.steps), "probe_mrr": table, "out_dir": run.out_dir,
-            "loss_curve": str(Path(run.out_dir) / "loss.png"),
-        }
-        (Path(run.out_dir) / "summary.json").write_text(json.dumps(result, indent=2) + "\n")
-        print(json.dumps(result, indent=2))
-    E.shutdown()
-    return 0
+    return L.Corpora(tok_dir, train, held, state={"probe_dirs": probe_dirs, "cheap": cheap},
+                     summary={"train_views": len(views), "views": summary["viewed"], "balanced_sources": balance})
 
 
 def _prepare_text(sources: str, tok_dir: Path, is_main: bool) -> str:
     """Rank 0 prepares the text sources (cached by content hash), then the others find the folder."""
+    from codept.text.prepare import prepare_text
+
     srcs = [x for x in sources.split(",") if x]
     return L.main_first(lambda progress: prepare_text(srcs, tokenizer_dir=tok_dir, progress=progress)["out"], is_main)
 
 
-def output_priors(net, corpora, mixture, vocab, settings, world, skip: tuple = ()) -> dict:
-    """Start the fresh token-level heads' output biases at their targets' log frequencies
-    (pretrainer.init_output_priors), counted on the first global batch of a one-rank copy of the stream:
-    the same values on every rank. A resumed run overwrites them from its checkpoint."""
-    run, data = settings.run, settings.sections["data"]
-    first = L.packed(L.streams(corpora, mixture, vocab, settings.objectives), mixture, run.seed,
-                     E.World(0, 1, 0, world.backend), run.seq_len, vocab.pad_id, data.buffer)
-    rows = run.global_batch_rows or run.global_batch_tokens // run.seq_len
-    return init_output_priors(net, [collate([next(first) for _ in range(rows)])], skip=skip)
-
-
-def probe_scalars(probes: dict, engine, tokenizer, pcfg: ProbeConfig) -> dict:
+def probe_scalars(job: L.Job) -> dict:
     """Cheap probe of the live model: ``eval/mrr_<lang>`` (cross-project), ``eval/<probe>/mrr_<lang>``."""
-    out = {}
-    for name, probe in probes.items():
-        r = probe.evaluate_codept(engine.module.model, tokenizer, max_len=pcfg.max_len, device=engine.device)
+    out, pcfg, engine = {}, job.section("probe"), job.engine
+    for name, probe in job.corpora.state["cheap"].items():
+        r = probe.evaluate_codept(engine.module.model, job.tokenizer, max_len=pcfg.max_len, device=engine.device)
         prefix = "eval/" if name == "cross_project" else f"eval/{name}/"
         out.update({f"{prefix}mrr_{lang}": v["mrr"] for lang, v in r["by_lang"].items()})
     return out
 
 
+def hooks(job: L.Job) -> list:
+    return [(job.section("probe").every, lambda step: job.log.scalars(step, probe_scalars(job)))]
+
+
+def final(job: L.Job) -> dict:
+    """The final probe: the model (every rank runs the forward: ZeRO-3 gathers parameters) and, on
+    rank 0, the baselines; per probe: pairs, pool size, and each scorer's MRR (overall, and per
+    language when several)."""
+    from codept.probe import load_pairs
+    from codept.probe.defaults import baseline
+    from codept.probe.run import Probe
+
+    pcfg, engine, table = job.section("probe"), job.engine, {}
+    for name, d in job.corpora.state["probe_dirs"].items():
+        full = Probe.from_pairs(load_pairs(d), pcfg.pool, 0, max_queries=pcfg.final_queries)
+        ours = full.evaluate_codept(engine.module.model, job.tokenizer, max_len=pcfg.max_len, device=engine.device)
+        row = {"pairs": len(full), "pool": min(pcfg.pool, len(full)), "model": round(ours["mrr"], 4)}
+        if len(ours["by_lang"]) > 1:
+            row.update({f"model_{lang}": round(r["mrr"], 4) for lang, r in ours["by_lang"].items()})
+        if job.is_main:
+            for spec in filter(None, pcfg.baselines.split(",")):
+                row[spec] = round(baseline(d, spec, pcfg)["overall"]["pool"]["mrr"], 4)
+        table[name] = row
+        job.log.scalars(job.run.steps, {f"eval/{name}/mrr": ours["mrr"]})
+    return {"probe_mrr": table}
+
+
+RECIPE = L.Recipe(presets=PRESETS, default_preset="debug_cpu", configure=configure, corpora=corpora,
+                  description=__doc__.split("\n")[0], init_dir=init_dir, hooks=hooks, final=final)
+
 if __name__ == "__main__":
-    # a bad setting: one message, exit 2; /dev/shm cleaned on every path; after E.shutdown(): no
-    # interpreter teardown (engine.exit_process)
-    E.exit_process(L.guarded(main, sys.argv[1:]))
+    # a bad setting: one message, exit 2; /dev/shm cleaned on every path; after a run no interpreter
+    # teardown (codept.train.engine.exit_process)
+    L.main(RECIPE)

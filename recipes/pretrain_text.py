@@ -4,14 +4,16 @@
   deepspeed --num_gpus 2 recipes/pretrain_text.py --preset tlm_cpu     # MLM + TLM, en-de / en-zh
   deepspeed recipes/pretrain_text.py --preset chinese_cpu data.mixture=mlm@text:1 steps=100
 
-The same wiring as recipes/pretrain_code.py (codept.train.loop: settings checked before any work,
-streams, fixed held-out validation, step loop, logs, exit path); only the corpora differ:
+The run is codept.train.loop.run, as for recipes/pretrain_code.py (settings checked before any work,
+streams, fixed held-out validation, output priors, engine, resume, step loop, logs, summary); what
+is this recipe's own:
 1. Corpora (``data.corpus``; ``data.text`` / ``data.pairs`` replace them with your own prepare-text
    sources): ``english`` = the standard library's docstrings + pydoc_data topics
    (codept.text.corpora.english_docs); ``chinese`` = the zh_CN gettext catalogs' translations as
    documents (MLM only: catalog messages are sorted by msgid, so they have no sentence order); ``tlm`` = English docs + the de / zh_CN translations as monolingual text, and the
    en-de / en-zh_CN catalogs as parallel pairs. Each preset trains (and caches) a BPE on its own
-   corpus (codept.text.corpora.tokenizer_for), or takes a model's with ``--init-from DIR``.
+   corpus (codept.text.corpora.tokenizer_for), or takes a model's with ``--init-from DIR``, or your own
+   (``data.tokenizer=DIR``, e.g. of ``codept tokenizer train``).
 2. prepare-text on rank 0 (cached by content hash), the others find the finished folder; held-out
    documents / pairs by path hash (``val.holdout``, codept.data.views.Views.split), never trained on.
 3. Document strategies (``data.long``, ``data.rows``, ``data.shuffle_sentences``): documents longer
@@ -31,13 +33,9 @@ Not covered: whole-word masking for Chinese (the masking issue), downstream fine
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import math
 import os
-import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # 2 ranks on 2 cores: no thread oversubscription
@@ -45,20 +43,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
 
-from codept.data.collate import collate  # noqa: E402
 from codept.data.pack import overlap_tokens, parse_long  # noqa: E402
-from codept.data.views import open_views, view_source  # noqa: E402
 from codept.model import transformer as T  # noqa: E402
-from codept.model.pretrainer import Pretrainer, build_head  # noqa: E402
-from codept.model.hf import init_from, load_mlm_head  # noqa: E402
-from codept.objectives import build as build_objective  # noqa: E402
-from codept.objectives.render import Vocab  # noqa: E402
 from codept.text import corpora as C  # noqa: E402
-from codept.text.prepare import prepare_text  # noqa: E402
-from codept.text.retrieval import retrieval  # noqa: E402
-from codept.tokenizer import load_tokenizer  # noqa: E402
-from codept.train import checkpoint  # noqa: E402
-from codept.train import engine as E  # noqa: E402
 from codept.train import loop as L  # noqa: E402
 from codept.train.config import ConfigError, RunConfig  # noqa: E402
 
@@ -72,7 +59,8 @@ class DataConfig:
     corpus: str = "english"  # english | chinese | tlm (module docstring, step 1)
     text: str = ""  # prepare-text sources of the text corpus (comma-separated); empty = data.corpus's
     pairs: str = ""  # prepare-text sources of the pair corpus (.mo/.po/.tsv/.jsonl); empty = data.corpus's
-    vocab_size: int = 8192  # BPE trained on the corpus (ignored with --init-from)
+    vocab_size: int = 8192  # BPE trained on the corpus (ignored with --init-from or data.tokenizer)
+    tokenizer: str = ""  # a tokenizer folder (`codept tokenizer train SRC --out DIR`); empty = a BPE of the corpus
     buffer: int = 256  # documents packed together (codept.data.pack)
     long: str = "split"  # documents longer than seq_len: split | truncate | stride:S
     rows: str = "packed"  # packed (cross-document, per-document attention) | document (one per row)
@@ -87,6 +75,9 @@ class DataConfig:
             raise ValueError(f"shuffle_sentences={self.shuffle_sentences} must be in [0, 1]")
         if self.rows not in ("packed", "document"):
             raise ValueError(f"rows={self.rows!r}: expected 'packed' or 'document'")
+        for name, lo in (("buffer", 1), ("probe_rows", 1), ("retrieval_pool", 2)):
+            if getattr(self, name) < lo:
+                raise ValueError(f"{name}={getattr(self, name)}: must be >= {lo}")
 
 
 # -- presets: plain functions named for size and hardware ----------------------------------------
@@ -141,6 +132,14 @@ def configure(preset: str, items: list[str]):
         parse_long(data.long, settings.run.seq_len)
     except ValueError as e:
         raise ConfigError(f"data.long={data.long!r}: {e}") from None
+    L.check_tokenizer("data.tokenizer", data.tokenizer)
+    L.check_paths("data.text", data.text)
+    L.check_paths("data.pairs", data.pairs)
+    from codept.tokenizer import special_tokens
+
+    if data.vocab_size <= (least := len(special_tokens()) + 256):
+        raise ConfigError(f"data.vocab_size={data.vocab_size}: the corpus's BPE needs more than {least} "
+                          "(its special tokens + 256 bytes)")
     if "pairs" in L.corpora_used(mixture) and data.corpus != "tlm" and not data.pairs:
         raise ConfigError(f"data.mixture reads the pairs corpus, which data.corpus={data.corpus!r} lacks: "
                           "use data.corpus=tlm or give data.pairs=PATH[,PATH]")
@@ -186,10 +185,13 @@ def corpus_sources(data: DataConfig) -> tuple[list[str], list[str], list[Path]]:
 
 def prepare_corpora(data: DataConfig, init_dir: Path | None, is_main: bool) -> tuple[Path, str]:
     """(tokenizer dir, prepare-text folder): rank 0 builds (cached), then the others find them."""
+    from codept.text.prepare import prepare_text
+
     text, pairs, tok_files = corpus_sources(data)
 
     def build(progress: bool):
-        tok = init_dir or C.tokenizer_for(data.corpus, tok_files, data.vocab_size)
+        tok = init_dir or (Path(data.tokenizer) if data.tokenizer
+                           else C.tokenizer_for(data.corpus, tok_files, data.vocab_size))
         return tok, prepare_text(text + pairs, tokenizer_dir=tok, progress=progress)["out"]
 
     return L.main_first(build, is_main)
@@ -243,6 +245,11 @@ def pair_probes(engine, held_text, vocab, head: str, run: RunConfig, data: DataC
                 max_tokens: int) -> dict:
     """Held-out accuracy of the pair head `head` on each kind of pair, built with the trained
     objective's ``max_tokens`` (a collective: every rank)."""
+    from codept.data.collate import collate
+    from codept.data.views import view_source
+    from codept.objectives import build as build_objective
+    from codept.train import engine as E
+
     out = {}
     for name, (obj_name, kw) in PAIR_PROBES.items():
         obj = build_objective(obj_name, vocab, max_tokens=max_tokens, **kw)
@@ -263,115 +270,41 @@ def pair_probes(engine, held_text, vocab, head: str, run: RunConfig, data: DataC
     return out
 
 
-# -- the run -------------------------------------------------------------------------------------
+# -- the recipe's own steps (codept.train.loop.run does the rest) -----------------------------------
 
 
-def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--preset", default="english_cpu", choices=sorted(PRESETS))
-    ap.add_argument("--local_rank", type=int, default=0, help="set by the deepspeed launcher")
-    ap.add_argument("--init-from", default="", metavar="DIR",
-                    help="a transformers BERT/RoBERTa folder to continue pretraining from (with its tokenizer)")
-    ap.add_argument("overrides", nargs="*", help="key=value (RunConfig), model./data./val.key=value, "
-                    "objective.<name>.<field>=value, loss.<head>=weight")
-    args = ap.parse_intermixed_args(argv)  # key=value items may come before and after --preset
-    settings, mixture = configure(args.preset, args.overrides)  # every setting checked before any work
-    run, model_cfg, data, vcfg = (settings.run, settings.sections["model"], settings.sections["data"],
-                                  settings.sections["val"])
-    init_dir = Path(args.init_from).resolve() if args.init_from else None
-    if init_dir is not None and not (init_dir / "config.json").is_file():
-        raise ConfigError(f"--init-from {init_dir}: needs config.json and tokenizer.json (a transformers folder)")
+def corpora(job: L.Job) -> L.Corpora:
+    """The corpus's tokenizer and prepare-text views (rank 0 first); held-out documents / pairs by
+    path hash (val.holdout); the document strategies of data.*."""
+    from codept.data.views import open_views
 
-    world = E.init_distributed()
-    is_main = world.rank == 0
-    t_start = time.time()
+    data, vcfg, run = job.section("data"), job.section("val"), job.run
+    tok_dir, text_dir = prepare_corpora(data, job.init_dir, job.is_main)
+    train, held = {}, {}
+    for name in L.corpora_used(job.mixture):
+        train[name], held[name] = open_views(text_dir, kind=CORPORA[name]).split(vcfg.holdout)
+    return L.Corpora(tok_dir, train, held, wrap=shuffler(data.shuffle_sentences), long=data.long, rows=data.rows,
+                     summary={"corpus": data.corpus, "views": str(text_dir),
+                              "strategies": strategies(data, train, run.seq_len)})
 
-    # 1. corpora, tokenizer, views; held-out documents / pairs by path hash
-    tok_dir, text_dir = prepare_corpora(data, init_dir, is_main)
-    tokenizer = load_tokenizer(tok_dir)
-    vocab = Vocab.from_tokenizer(tokenizer)
-    corpora, held = {}, {}
-    for name in L.corpora_used(mixture):
-        corpora[name], held[name] = open_views(text_dir, kind=CORPORA[name]).split(vcfg.holdout)
-    if init_dir is None and model_cfg.vocab_size != vocab.size:
-        model_cfg = T.configure(model_cfg, vocab_size=vocab.size)
 
-    # 2. one stream per rank (document strategies of data.*); fixed held-out validation rows
-    head_names = L.heads_of(mixture)
-    stream = L.packed(L.streams(corpora, mixture, vocab, settings.objectives, wrap=shuffler(data.shuffle_sentences)),
-                      mixture, run.seed, world, run.seq_len, vocab.pad_id, data.buffer, data.long, data.rows)
-    validation = L.validation_batches(held, mixture, vocab, settings.objectives, world, run, vcfg, vocab.pad_id,
-                                      data.buffer, data.long, data.rows)
+def final(job: L.Job) -> dict:
+    """Pair probes (nsp/sop heads), cross-lingual retrieval (pair corpora), standard errors of the
+    validation accuracies."""
+    from codept.text.retrieval import retrieval
 
-    # 3. model, heads, engine, resume
-    checkpoint.seed_all(run.seed, 0)
-    head_loaded = False
-    if init_dir is None:
-        model = T.Transformer(model_cfg)
-    else:
-        keep = {k: getattr(model_cfg, k) for k in ("dropout", "attention_dropout", "attention", "checkpointing")}
-        model, model_cfg = init_from(init_dir, **keep)
-    net = Pretrainer(model, {h: build_head(h, model) for h in head_names})
-    if init_dir is not None:
-        head_loaded = "mlm" in net.heads and load_mlm_head(init_dir, net.heads["mlm"])
-    checkpoint.seed_all(run.seed, world.rank)
-    engine = E.build_engine(net, run, world)
-    resume = checkpoint.load(engine, run.out_dir)
-    start = 0
-    if resume is not None:
-        start = resume.step
-        stream.load_state_dict(resume.client_state["stream"])
-        checkpoint.restore_rng(resume.rng)
-
-    # 4. train; validation every val.every steps and at the end
-    log = L.Log(run.out_dir, is_main, total=run.steps, start=start)
-    last_val: dict = {}
-
-    def val_hook(step: int) -> None:
-        last_val.clear()
-        last_val.update(L.validate(engine, validation, head_names))
-        log.scalars(step, last_val)
-
-    t_train = time.time()
-    tokens = L.train(engine, stream, run, start=start, heads=head_names, weights=settings.loss, log=log,
-                     hooks=[(vcfg.every, val_hook)],
-                     client_state=lambda: {"stream": stream.state_dict(), "model": dataclasses.asdict(model_cfg),
-                                           "tokenizer": str(tok_dir)})
-    tokens_all = sum(E.all_gather_object(tokens))
-    train_seconds = time.time() - t_train
-    val_hook(run.steps)
-
-    # 5. pair probes (nsp/sop heads) and cross-lingual retrieval (pair corpora)
+    run, data, vcfg, world, held = job.run, job.section("data"), job.section("val"), job.world, job.corpora.held
     probes = {}
     for head in ("sop", "nsp"):
-        if head in head_names and held.get("text") is not None and len(held["text"]) >= world.world_size:
-            size = settings.objectives.get(head, {}).get("max_tokens", 64)
-            probes[head] = pair_probes(engine, held["text"], vocab, head, run, data, vcfg, world, size)
+        if head in job.heads and held.get("text") is not None and len(held["text"]) >= world.world_size:
+            size = job.settings.objectives.get(head, {}).get("max_tokens", 64)
+            probes[head] = pair_probes(job.engine, held["text"], job.vocab, head, run, data, vcfg, world, size)
     retr = {}
-    if "pairs" in held and held["pairs"] is not None:
-        retr = retrieval(engine.module.model, held["pairs"], _tlm_table(settings), vocab, engine.device,
-                         pool=data.retrieval_pool, max_side=settings.objectives.get("tlm", {}).get("max_side", 62))
-
-    # 6. summary
-    if is_main:
-        log.close()
-        first, last = log.first_last()
-        val = validation.summary(last_val, run.steps)
-        result = {
-            "preset": args.preset, "overrides": list(args.overrides), "ranks": world.world_size, "steps": run.steps,
-            "resumed_from": start,
-            "mixture": data.mixture, "corpus": data.corpus, "params": model.num_parameters(),
-            "train_docs": {k: len(v) for k, v in corpora.items()}, "held_docs": {k: len(v) for k, v in held.items()},
-            "tokenizer": str(tok_dir), "views": str(text_dir), "vocab": vocab.size, "mlm_head_loaded": head_loaded,
-            "strategies": strategies(data, corpora, run.seq_len), "tokens_trained": tokens_all,
-            "train_tokens_per_s": round(tokens_all / max(train_seconds, 1e-9)), "seconds": round(time.time() - t_start, 1),
-            "loss_first": first, "loss_last": last, "val": val, "val_se": standard_errors(val),
-            "pair_probes": probes, "retrieval": retr, "out_dir": run.out_dir,
-        }
-        (Path(run.out_dir) / "summary.json").write_text(json.dumps(result, indent=2) + "\n")
-        print(json.dumps(result, indent=2))
-    E.shutdown()
-    return 0
+    if held.get("pairs") is not None:
+        retr = retrieval(job.engine.module.model, held["pairs"], _tlm_table(job.settings), job.vocab,
+                         job.engine.device, pool=data.retrieval_pool,
+                         max_side=job.settings.objectives.get("tlm", {}).get("max_side", 62))
+    return {"val_se": standard_errors(job.val), "pair_probes": probes, "retrieval": retr}
 
 
 def standard_errors(val: dict) -> dict:
@@ -395,5 +328,8 @@ def strategies(data: DataConfig, corpora: dict, seq_len: int) -> dict:
     return out
 
 
+RECIPE = L.Recipe(presets=PRESETS, default_preset="english_cpu", configure=configure, corpora=corpora,
+                  description=__doc__.split("\n")[0], final=final)
+
 if __name__ == "__main__":
-    E.exit_process(L.guarded(main, sys.argv[1:]))
+    L.main(RECIPE)

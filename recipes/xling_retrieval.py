@@ -52,7 +52,7 @@ def _settings(summary: dict):
 def load_model(run: Path, settings, vocab_size: int) -> T.Transformer:
     model = T.Transformer(T.configure(settings.sections["model"], vocab_size=vocab_size))
     step = (run / "latest").read_text().strip()
-    state = torch.load(run / step / "mp_rank_00_model_states.pt", map_location="cpu", weights_only=False)["module"]
+    state = torch.load(run / step / "mp_rank_00_model_states.pt", map_location="cpu", weights_only=True)["module"]
     model.load_state_dict({k[6:]: v for k, v in state.items() if k.startswith("model.")})
     return model.eval()
 

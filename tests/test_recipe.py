@@ -24,6 +24,17 @@ TINY = ["model.layers=1", "model.hidden=64", "model.heads=2", "model.intermediat
         "data.mixture=mlm:1,syntax_span:1,code_doc:40", "micro_batch_rows=4", "val.every=3"]
 
 
+def merged(*items: str) -> list[str]:
+    """key=value items with later ones replacing earlier ones of the same key (the recipe refuses a
+    key given twice): TINY, then a test's own settings."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        out.pop(key, None)
+        out[key] = value
+    return [f"{k}={v}" for k, v in out.items()]
+
+
 def _port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -37,7 +48,7 @@ def recipe(out: Path, *overrides: str) -> str:
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     try:
         r = subprocess.run([*launcher, "--num_gpus", "2", "--master_port", str(port), "recipes/pretrain_code.py",
-                            f"out_dir={out}", *TINY, *overrides], cwd=REPO, env=env, capture_output=True,
+                            f"out_dir={out}", *merged(*TINY, *overrides)], cwd=REPO, env=env, capture_output=True,
                            text=True, timeout=600)
     finally:
         for f in glob.glob(f"/dev/shm/deepspeed_allreduce_buffer_{os.getuid()}_*_{port}_*"):
@@ -89,11 +100,23 @@ def test_recipe_trains_and_resumes_bit_exact(tmp_path):
         theirs = hf_model(input_ids=ids, attention_mask=torch.ones_like(ids)).last_hidden_state
     assert float((ours - theirs).abs().max()) < 1e-4
 
+    # validation per objective: each of the three reported alone, every head with its own records
+    by = val["by_objective"]
+    assert set(by) == {"mlm", "syntax_span", "code_doc"} and "no_labels" not in val
+    assert by["code_doc"]["contrastive"]["n"] > 0 and by["syntax_span"]["mlm"]["n"] > 0
+    assert val["mlm"]["n"] == sum(by[k]["mlm"]["n"] for k in by if "mlm" in by[k])
+    assert summary["output_priors"]["mlm"] > 0
+
     part = tmp_path / "part"
     recipe(part, "steps=3")  # stops after the checkpoint at step 3
-    recipe(part, "steps=6")  # a new job resumes from `latest`
+    # a change that breaks exactness is refused before any work, naming it (it used to be ignored)
+    rc, out, _, _ = _launch(tmp_path / "refused", f"out_dir={part}", *TINY, "steps=6", "lr=0.5", out_dir=False)
+    assert rc == 2 and "lr 0.001 -> 0.5" in out and "Traceback" not in out, out[-3000:]
+    recipe(part, "steps=6")  # a new job resumes from `latest`; steps may change
     got = losses(part)
     assert [got[s] for s in range(1, 7)] == [ref[s] for s in range(1, 7)]  # bit-identical
+    assert sorted(got) == list(range(1, 7)) and json.loads((part / "summary.json").read_text())["loss_first"] == \
+        summary["loss_first"]  # the logs of the first job are kept: the summary covers the whole run
 
 
 @pytest.mark.slow
@@ -147,19 +170,24 @@ def test_recipe_init_from_minilm(tmp_path):
 # --- settings checked before any work; error exits clean up; logs survive kill -9 -------------------
 
 
-def _launch(out: Path, *overrides: str, nproc: int = 2, kill_when=None, timeout: float = 300):
-    """The recipe under the launcher in a new session; (rc, output, seconds, leftover shm files)."""
+def _launch(out: Path, *overrides: str, nproc: int = 2, kill_when=None, timeout: float = 300, cwd: Path = REPO,
+            wrapper: str = "", out_dir: bool = True):
+    """The recipe under the launcher in a new session; (rc, output, seconds, leftover shm files).
+    ``wrapper``: a script that runs the recipe (tests/rank0_late.py); ``out_dir=False``: no out_dir=
+    (the preset's default folder, relative to ``cwd``); the launch log goes to ``out``."""
     port = _port()
     exe = Path(sys.executable).with_name("deepspeed")
     launcher = [str(exe)] if exe.exists() else [sys.executable, "-m", "deepspeed.launcher.runner"]
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     out.mkdir(parents=True, exist_ok=True)
     log_path = out / f"launch-{port}.log"
+    script = [str(REPO / wrapper)] if wrapper else []
     t0 = time.time()
     with open(log_path, "w") as log:
-        p = subprocess.Popen([*launcher, "--num_gpus", str(nproc), "--master_port", str(port),
-                              "recipes/pretrain_code.py", f"out_dir={out}", *overrides], cwd=REPO, env=env,
-                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        p = subprocess.Popen([*launcher, "--num_gpus", str(nproc), "--master_port", str(port), *script,
+                              str(REPO / "recipes" / "pretrain_code.py"), *([f"out_dir={out}"] if out_dir else []),
+                              *merged(*overrides)], cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                             start_new_session=True)
         try:
             while p.poll() is None and time.time() - t0 < timeout:
                 if kill_when is not None and kill_when(log_path):
@@ -193,7 +221,7 @@ def _recipe_module():
     ("probe.every=true", r"probe.every='true': expected an integer"),
     ("model.layers=abc", r"model.layers='abc': expected an integer"),
     ("model.checkpointing=ture", r"model.checkpointing='ture': expected a boolean"),
-    ("model.heads=5", r"model: hidden=64.*heads=5"),
+    ("model.heads=5", r"model.hidden=64 is not divisible by heads=5"),
     ("data.mixture=mlm:0", r"data.mixture='mlm:0': weight '0' of mlm must be finite and > 0"),
     ("data.mixture=mlmm:1", r"unknown objective 'mlmm'; did you mean mlm"),
     ("data.mixture=mlm:1,mlm:2", "mlm appears twice"),
@@ -202,7 +230,7 @@ def _recipe_module():
     ("objective.mlm.kinds=x", r"unknown setting 'objective.mlm.kinds'"),
     ("loss.rtd=1", r"loss weights for heads \['rtd'\], which data.mixture trains none"),
     ("loss.mlm=0", "every head of the mixture weighs 0"),
-    ("val.rows=0", r"val: every=50, rows=0"),
+    ("val.rows=0", r"val.rows=0: must be >= 1"),
     ("stepz=3", r"unknown setting 'stepz'.*did you mean steps"),
     ("data.mixture=syntax_span@text:1", r"syntax_span reads code views, corpus 'text' holds text views"),
     ("data.mixture=mlm@wiki:1", r"names corpus 'wiki'; this recipe has code, text, pairs"),
@@ -267,11 +295,64 @@ def test_bad_setting_exits_2_fast_with_one_message_and_no_traceback(tmp_path, it
 
 
 @pytest.mark.slow
+def test_the_one_message_survives_a_rank_that_exits_first(tmp_path):
+    """Defect (test_bad_setting_exits_2_fast...[data.mixture=mlm:0] failed in a baseline run): rank 1
+    exited 2 before rank 0 had printed its one "error:" line, and the launcher then killed rank 0,
+    so the message was lost. Here rank 0 starts 5 s late (tests/rank0_late.py), the order that lost
+    it every time; ranks other than 0 now leave rank 0 the time to report."""
+    rc, out, seconds, leftover = _launch(tmp_path, "data.mixture=mlm:0", wrapper="tests/rank0_late.py")
+    assert rc == 2, out[-3000:]
+    errors = [ln for ln in out.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "data.mixture='mlm:0'" in errors[0], out[-3000:]
+    assert "Traceback" not in out and not leftover
+
+
+def _tokenizer(out: Path, src: str) -> Path:
+    r = subprocess.run([sys.executable, "-m", "codept.cli", "tokenizer", "train", src, "--out", str(out),
+                        "--vocab-size", "1200"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return out
+
+
+@pytest.mark.slow
+def test_two_runs_in_a_row_without_out_dir_and_an_own_tokenizer(tmp_path):
+    """Defect (the README's second Training command after the first): without out_dir= a run of other
+    settings resumed the first one's folder (a state_dict traceback, or a finished run "resumed"
+    with 0 tokens, its summary.json and loss plot overwritten). Now it writes the next numbered
+    folder and says so; the first command again finds its run finished. Both runs use a tokenizer of
+    `codept tokenizer train` (data.tokenizer; before: an unknown setting)."""
+    src = str(Path(json.__file__).parent.parent / "email")  # the stdlib email package: a small real corpus
+    tok = _tokenizer(tmp_path / "tok", src)
+    items = [f"data.sources={src}", f"data.tokenizer={tok}", "steps=2", "save_every=0", "val.every=0",
+             "probe.every=0", "probe.project=", "probe.baselines=", "probe.holdout=0.2", *TINY[:5],
+             "micro_batch_rows=4"]
+    logs = tmp_path / "logs"
+    rc, out, _, _ = _launch(logs, *items, "data.mixture=mlm:1", nproc=1, cwd=tmp_path, out_dir=False)
+    assert rc == 0, out[-3000:]
+    first = tmp_path / "runs" / "debug_cpu"
+    summary = json.loads((first / "summary.json").read_text())
+    assert summary["tokenizer"] == str(tok) and summary["vocab"] == 1200 and summary["output_priors"]["mlm"] > 0
+    before = (first / "summary.json").read_bytes(), (first / "loss.png").read_bytes()
+    rc, out, _, _ = _launch(logs, *items, "data.mixture=syntax_span:1", nproc=1, cwd=tmp_path, out_dir=False)
+    assert rc == 0, out[-3000:]
+    assert ("runs/debug_cpu holds a run of other settings (data.mixture 'mlm:1' -> 'syntax_span:1'); this run "
+            "uses runs/debug_cpu-2") in out
+    assert json.loads((tmp_path / "runs" / "debug_cpu-2" / "summary.json").read_text())["resumed_from"] == 0
+    rc, out, seconds, _ = _launch(logs, *items, "data.mixture=mlm:1", nproc=1, cwd=tmp_path, out_dir=False)
+    assert rc == 0 and "this run finished at step 2 with these settings" in out, out[-3000:]
+    assert ((first / "summary.json").read_bytes(), (first / "loss.png").read_bytes()) == before
+
+
+@pytest.mark.slow
 def test_error_exit_after_init_leaves_no_shm_files(tmp_path):
-    """A failure after the process group exists (a data source that does not exist) used to leave
-    each rank's 66 MiB /dev/shm/deepspeed_allreduce_buffer_* behind."""
-    rc, out, _, leftover = _launch(tmp_path / "run", "data.sources=/nonexistent/codept-missing-source")
-    assert rc != 0 and "nonexistent" in out, out[-3000:]
+    """A failure after the process group exists (a source folder with no code file in it; a missing
+    one is refused before the group) used to leave each rank's 66 MiB
+    /dev/shm/deepspeed_allreduce_buffer_* behind."""
+    empty = tmp_path / "no-code-here"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("no source file of a known language\n")
+    rc, out, _, leftover = _launch(tmp_path / "run", f"data.sources={empty}")
+    assert rc != 0 and "no-code-here" in out, out[-3000:]
     assert leftover == [], (leftover, out[-3000:])
 
 
@@ -362,9 +443,8 @@ def test_minilm_six_cpu_preset_and_balanced_files(tmp_path):
     R = _recipe_module()
     with pytest.raises(ConfigError, match="give data.corpora=DEST"):
         R.configure("minilm_six_cpu", [])
-    s, mixture = R.configure("minilm_six_cpu", [f"data.corpora={tmp_path}", "steps=5"])
-    assert mixture == [("code_doc", 1.0)] and s.run.lr == 2e-5 and s.sections["data"].lang_bytes == 4_000_000
-    assert s.sections["probe"].project == "" and s.sections["probe"].every == 0 and s.run.steps == 5
+    with pytest.raises(ConfigError, match="no corpora.json"):  # checked before any work
+        R.configure("minilm_six_cpu", [f"data.corpora={tmp_path}", "steps=5"])
     with pytest.raises(ConfigError, match="no corpora.json"):
         R.train_corpora(str(tmp_path))
     for name in ("json", "email"):
@@ -373,6 +453,9 @@ def test_minilm_six_cpu_preset_and_balanced_files(tmp_path):
     (tmp_path / "corpora.json").write_text(json.dumps({"corpora": [
         {"name": "json", "role": "train", "status": "ok"}, {"name": "email", "role": "eval", "status": "ok"},
         {"name": "fixtures", "role": "train", "status": "ok"}, {"name": "gone", "role": "train", "status": "ok"}]}))
+    s, mixture = R.configure("minilm_six_cpu", [f"data.corpora={tmp_path}", "steps=5"])
+    assert mixture == [("code_doc", 1.0)] and s.run.lr == 2e-5 and s.sections["data"].lang_bytes == 4_000_000
+    assert s.sections["probe"].project == "" and s.sections["probe"].every == 0 and s.run.steps == 5
     srcs = R.train_corpora(str(tmp_path))
     assert srcs == [str(tmp_path / "json"), str(tmp_path / "fixtures")]  # eval and missing folders left out
     files, stats = R.balanced_files(srcs + [str(tmp_path / "email")], 20_000)

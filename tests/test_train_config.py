@@ -273,7 +273,7 @@ def test_parse_settings_routes_and_types_every_kind_of_key():
     ("probe.holdout=much", r"probe.holdout='much': expected a number"),
     ("probe.evry=1", r"unknown setting 'probe.evry'.*did you mean probe.every"),
     ("prob.every=1", r"unknown setting 'prob.every'.*no section 'prob'.*did you mean probe"),
-    ("flags.limit=-1", r"flags: limit=-1: must be >= 0"),
+    ("flags.limit=-1", r"flags.limit=-1: must be >= 0"),  # the whole key
     ("objective.mlmm.rate=0.2", r"unknown setting 'objective.mlmm'.*did you mean objective.mlm"),
     ("objective.mlm.rat=0.2", r"unknown setting 'objective.mlm.rat'.*did you mean objective.mlm.rate"),
     ("objective.mlm=0.2", r"expected objective.<name>.<field>=value"),

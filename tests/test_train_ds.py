@@ -280,3 +280,53 @@ def test_resume_with_another_world_size_is_refused(uninterrupted, tmp_path):
     assert run.rc != 0
     assert "was saved by 2 data-parallel ranks, this job has 1" in run.output, run.output[-4000:]
     assert "resuming needs the same world size" in run.output
+
+
+class _Planted:
+    """A pickle that runs code when it is loaded (what a tampered checkpoint file would hold)."""
+
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def _plant(path: Path, payload: dict) -> None:
+    """Replace a checkpoint file with `payload` and update its size and sha256 in the rank manifest
+    that lists it, as an attacker with write access to the folder would."""
+    from codept.data.sources import sha256_file
+
+    torch.save(payload, path)
+    for m in path.parent.glob("rank*.json"):
+        d = json.loads(m.read_text())
+        if path.name in d["files"]:
+            d["files"][path.name] = {"size": path.stat().st_size, "sha256": sha256_file(path)}
+            m.write_text(json.dumps(d))
+
+
+def test_a_planted_pickle_runs_no_code_on_resume(uninterrupted, tmp_path):
+    """Defect: rank<r>.pt was loaded with torch.load(weights_only=False): a pickle planted in it ran
+    on resume, its size and sha256 updated in the manifest. Now codept's files load with
+    weights_only=True and DeepSpeed's with its own few types allowed by name; both are refused."""
+    from codept.train import checkpoint as ckpt
+
+    shutil.copytree(uninterrupted["out"] / "ckpt", tmp_path / "ckpt")
+    tag = tmp_path / "ckpt" / "step00000012"
+    marker = tmp_path / "planted-code-ran"
+    state = torch.load(tag / "rank1.pt", weights_only=True)
+    state["client_state"]["stream"] = _Planted(str(marker))
+    _plant(tag / "rank1.pt", state)
+    run = launch(tmp_path, *TRAIN)
+    assert run.rc != 0 and "rank1.pt: holds more than plain data" in run.output, run.output[-4000:]
+    assert not marker.exists(), "the planted pickle ran"
+    # DeepSpeed's own files: its optimizer states load with its types allowed, a planted one does not
+    from codept.train import engine as E
+
+    optim = tag / "zero_pp_rank_0_mp_rank_00_optim_states.pt"
+    real = ckpt.load_allowed(optim, E.checkpoint_globals())
+    assert "optimizer_state_dict" in real
+    _plant(optim, {**real, "ds_version": _Planted(str(marker))})
+    with pytest.raises(ckpt.CheckpointError, match="refused unread"):
+        ckpt.load_allowed(optim, E.checkpoint_globals())
+    assert not marker.exists()

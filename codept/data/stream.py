@@ -12,7 +12,9 @@ of loader workers changes nothing.
 2. Every random draw for a document comes from ``default_rng([seed, epoch, index, salt])``: the same
    (seed, epoch, index) gives the same example, a new epoch new masks (dynamic masking). A source
    with ``context=True`` also gets a :class:`Context`: partner draws from the same rng, and the
-   run's progress at this mixture step (step / ``horizon``), so schedules stay exact on resume.
+   run's progress at this mixture step (step / ``horizon``, taken at the first step of each block
+   of ``quantum`` steps: a recipe sets quantum = the packing buffer, whose rows are shuffled together
+   and trained at about the same time), so schedules stay exact on resume.
    The generators of a buffer are seeded together (codept.data.seeds: the same generators, bit
    for bit, for a quarter of the cost).
 3. A :class:`Mixture` interleaves sources with exact proportions: at step ``i`` it picks the source
@@ -102,7 +104,7 @@ class Mixture:
     """Rank-local sequence of (source, epoch, index) with exact proportions (see module docstring)."""
 
     def __init__(self, sources: list[Source], weights: list[float], seed: int, rank: int = 0, world: int = 1,
-                 horizon: int = 0):
+                 horizon: int = 0, quantum: int = 1):
         if len(sources) != len(weights) or not sources:
             raise ValueError(f"{len(sources)} sources but {len(weights)} weights")
         if any(w <= 0 for w in weights):
@@ -118,6 +120,9 @@ class Mixture:
         if horizon < 0:
             raise ValueError(f"horizon={horizon}: the run's mixture steps per rank must be >= 0 (0 = no progress)")
         self.horizon = horizon  # rank-local mixture steps of the whole run, for Context.progress
+        if quantum < 1:
+            raise ValueError(f"quantum={quantum}: progress moves every quantum >= 1 mixture steps")
+        self.quantum = quantum  # progress is that of the first step of each block of `quantum` steps
         self._perm_cache: dict[tuple[int, int], np.ndarray] = {}
         zero = [0] * len(sources)
         self._checkpoints: dict[int, list[int]] = {0: zero}  # counts before step k*_CK
@@ -180,7 +185,7 @@ class Mixture:
             if not src.context:
                 out.append(src.make(index, rng))
                 continue
-            progress = min(1.0, step / self.horizon) if self.horizon else 0.0
+            progress = min(1.0, step // self.quantum * self.quantum / self.horizon) if self.horizon else 0.0
             out.append(src.make(index, rng, Context(src, index, epoch, progress, self.seed)))
         return out
 

@@ -91,6 +91,11 @@ class ModelConfig:
         for name in ("dropout", "attention_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"ModelConfig.{name}={getattr(self, name)} must be in [0, 1)")
+        for name in ("layer_norm_eps", "init_std"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"ModelConfig.{name}={getattr(self, name)} must be > 0")
+        if not 0 <= self.pad_id < self.vocab_size:
+            raise ValueError(f"ModelConfig.pad_id={self.pad_id} must be a token id in [0, vocab_size={self.vocab_size})")
 
 
 def configure(cfg: ModelConfig, **overrides) -> ModelConfig:

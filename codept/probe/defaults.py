@@ -44,6 +44,39 @@ class ProbeConfig:
     baselines: str = "bm25,random"  # scored once per probe (cached) for the summary table
     max_len: int = 256  # code tokens per candidate
 
+    def __post_init__(self):
+        if not 0.0 <= self.holdout < 1.0:
+            raise ValueError(f"holdout={self.holdout}: must be in [0, 1) (0 = no in-domain probe)")
+        if self.every < 0:
+            raise ValueError(f"every={self.every}: must be >= 0 (0 = only at the end)")
+        for name, lo in (("queries", 1), ("final_queries", 1), ("pool", 2), ("max_len", 8)):
+            if getattr(self, name) < lo:
+                raise ValueError(f"{name}={getattr(self, name)}: must be >= {lo}")
+
+
+def check_sources(cfg: ProbeConfig) -> None:
+    """What the settings name exists, before any work: the cross-project probe's project (a path or an
+    installed package) and each baseline (codept.probe.run.model_kind; ``random:PRESET`` a model
+    preset). ValueError naming the setting and the rule."""
+    from codept.probe.run import model_kind, random_preset
+
+    if cfg.project:
+        try:
+            project_dir(cfg.project)
+        except FileNotFoundError as e:
+            raise ValueError(f"project={cfg.project!r}: {e} ('' = no cross-project probe)") from None
+    for spec in filter(None, cfg.baselines.split(",")):
+        try:
+            model_kind(spec)
+        except ValueError as e:
+            raise ValueError(f"baselines={cfg.baselines!r}: {spec}: {e}") from None
+        if spec.startswith("random:"):
+            from codept.model import transformer as T
+
+            if random_preset(spec) not in T.PRESETS:
+                raise ValueError(f"baselines={cfg.baselines!r}: {spec}: unknown model preset (known: "
+                                 f"{', '.join(sorted(T.PRESETS))})")
+
 
 def project_dir(project: str) -> Path:
     """An installed package's folder (``networkx``) or a path."""

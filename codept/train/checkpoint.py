@@ -24,15 +24,21 @@ file or fsync, and saves no RNG and no per-rank client state; a kill during a sa
      leaves ``latest`` on the previous complete checkpoint.
 :func:`load` (all ranks): reads ``latest``; refuses when the world size differs from the one that
 saved (the stream is sharded per rank and ZeRO partitions optimizer state per rank); each rank checks
-every file's size and its own files' sha256 (failures gathered so all ranks raise together);
-``engine.load_checkpoint``; returns a :class:`Resume` with the rank's client state and RNG.
+every file's size and its own files' sha256, then reads its own ``rank<r>.pt`` (failures gathered so
+all ranks raise together); ``engine.load_checkpoint``; returns a :class:`Resume` with the rank's
+client state and RNG. Every file is read with ``torch.load(weights_only=True)``: ``rank<r>.pt``
+holds plain data and tensors only (RNG states as tensors, format 2), DeepSpeed's files are read
+through its checkpoint engine with DeepSpeed's own few types allowed by name
+(codept.train.engine.checkpoint_globals). A pickle planted in any of them is refused before it
+runs, whatever the manifest says (the sha256 only catches damage, not an attacker who rewrites it).
+Failures are :class:`CheckpointError` (one message, no traceback, in the recipes).
 
 RNG must be restored AFTER the data iterator exists: creating a torch DataLoader iterator draws from
 torch's global RNG, which the uninterrupted run did once at its start. :func:`resume_iterator` does it
 in the right order (fetch the first item, then :func:`restore_rng`); call it, or ``restore_rng``
 yourself at that moment, and before the first forward.
 
-Cost: one extra read of each rank's own files for the hash (about 1 GB/s); small JSON/pickle files.
+Cost: one extra read of each rank's own files for the hash (about 1 GB/s); small JSON/torch files.
 NOT covered: node-local (non-shared) checkpoint storage (rank 0 checks the other ranks' files on
 disk), DeepSpeed's decoupled/async checkpoint engines (refused), resuming with another world size
 (refused; convert with DeepSpeed's zero_to_fp32 and start a new run from the weights).
@@ -56,7 +62,20 @@ import torch
 
 from codept.data.sources import sha256_file
 
-FORMAT = 1
+FORMAT = 2  # 2: rank files hold plain data and tensors only (1: RNG states as numpy objects)
+# what a format-1 rank file needs unpickled besides plain data and tensors: numpy arrays (its numpy
+# RNG state). Allowed by name; nothing else a pickle could call is (torch.load(weights_only=True)).
+try:
+    from numpy._core.multiarray import _reconstruct  # numpy 2
+except ImportError:  # numpy 1
+    from numpy.core.multiarray import _reconstruct
+_FORMAT1_GLOBALS = [np.ndarray, np.dtype, type(np.dtype(np.uint32)), _reconstruct]
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be resumed (incomplete, corrupt, tampered with, another world size):
+    the message names the file and the rule; recipes print it without a traceback
+    (codept.train.loop.guarded)."""
 TAG_RE = re.compile(r"^step(\d+)$")
 
 
@@ -79,16 +98,30 @@ def seed_all(seed: int, rank: int = 0) -> None:
 
 
 def capture_rng() -> dict:
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    """python's, numpy's and torch's global RNG states as plain data and tensors only (a rank file
+    then loads with ``torch.load(weights_only=True)``: no pickled objects)."""
+    version, keys, gauss = random.getstate()
+    name, mt, pos, has_gauss, cached = np.random.get_state()
+    state = {"python": {"version": version, "keys": torch.tensor(keys, dtype=torch.int64), "gauss": gauss},
+             "numpy": {"name": str(name), "keys": torch.from_numpy(mt.astype(np.int64)), "pos": int(pos),
+                       "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
+             "torch": torch.get_rng_state()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state()  # the current device: one device per rank
     return state
 
 
 def restore_rng(state: dict) -> None:
-    """Restore what :func:`capture_rng` saved (see the module docstring for WHEN)."""
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    """Restore what :func:`capture_rng` saved (see the module docstring for WHEN); also the format-1
+    states of older checkpoints (python's tuple, numpy's tuple with an array)."""
+    py, npy = state["python"], state["numpy"]
+    if isinstance(py, dict):
+        py = (py["version"], tuple(int(x) for x in py["keys"].tolist()), py["gauss"])
+    if isinstance(npy, dict):
+        npy = (npy["name"], npy["keys"].numpy().astype(np.uint32), npy["pos"], npy["has_gauss"],
+               npy["cached_gaussian"])
+    random.setstate(py)
+    np.random.set_state(npy)
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state(state["cuda"])
@@ -290,7 +323,8 @@ def _norm(v):
 
 def load(engine, out: str | os.PathLike) -> Resume | None:
     """Resume from ``OUT/latest`` (all ranks call it); None when there is no ``latest`` (fresh run).
-    Raises ValueError on a world-size change, RuntimeError on incomplete or corrupt files."""
+    Raises CheckpointError on a world-size change and on incomplete, corrupt or tampered files (a
+    rank file that is not plain data and tensors is refused before it is unpickled)."""
     from codept.train import engine as E
 
     out = Path(out)
@@ -301,10 +335,10 @@ def load(engine, out: str | os.PathLike) -> Resume | None:
     r, world = E.rank(), E.world_size()
     manifests = read_manifests(tag_dir)
     if 0 not in manifests:
-        raise RuntimeError(f"{out}/latest names {tag}, but {tag_dir}/rank0.json is missing")
+        raise CheckpointError(f"{out}/latest names {tag}, but {tag_dir}/rank0.json is missing")
     saved_world, save_id = manifests[0]["world"], manifests[0]["save_id"]
     if saved_world != world:
-        raise ValueError(f"checkpoint {tag_dir} was saved by {saved_world} data-parallel ranks, this job has "
+        raise CheckpointError(f"checkpoint {tag_dir} was saved by {saved_world} data-parallel ranks, this job has "
                          f"{world}: resuming needs the same world size (the data stream is sharded per rank "
                          f"and ZeRO partitions optimizer state per rank). Relaunch with {saved_world} ranks, or "
                          "start a new run (another out_dir) from the weights")
@@ -315,19 +349,76 @@ def load(engine, out: str | os.PathLike) -> Resume | None:
             problems.append(f"{tag_dir}/rank{i}.json missing or from another save")
         else:
             problems += check_files(tag_dir, m, hashes=(i == r))
-    problems = [p for ps in E.all_gather_object(problems) for p in ps]
+    state = None
+    if not problems:  # codept's own file, before anything of DeepSpeed's is read
+        try:
+            state = read_rank_state(tag_dir / f"rank{r}.pt")
+            if state["rank"] != r or state["save_id"] != save_id:
+                problems.append(f"{tag_dir}/rank{r}.pt is for rank {state['rank']} / save {state['save_id']}")
+        except CheckpointError as e:
+            problems.append(str(e))
+    problems = [p for ps in E.all_gather_object(problems) for p in ps]  # every rank raises together
     if problems:
-        raise RuntimeError(f"checkpoint {tag_dir} (named by {out}/latest) fails verification: "
-                           + "; ".join(sorted(set(problems))))
-    path, _ = engine.load_checkpoint(str(out), tag=tag, load_optimizer_states=True, load_lr_scheduler_states=True)
+        raise CheckpointError(f"checkpoint {tag_dir} (named by {out}/latest) fails verification: "
+                              + "; ".join(sorted(set(problems))))
+    path = _load_deepspeed(engine, out, tag, E.checkpoint_globals())
     if path is None:
-        raise RuntimeError(f"DeepSpeed could not load {tag_dir} (engine.load_checkpoint returned None)")
-    state = torch.load(tag_dir / f"rank{r}.pt", map_location="cpu", weights_only=False)
-    if state["rank"] != r or state["save_id"] != save_id:
-        raise RuntimeError(f"{tag_dir}/rank{r}.pt is for rank {state['rank']} / save {state['save_id']}")
+        raise CheckpointError(f"DeepSpeed could not load {tag_dir} (engine.load_checkpoint returned None)")
     E.barrier()
     return Resume(step=int(state["step"]), tag=tag, path=tag_dir, client_state=state["client_state"],
                   rng=state["rng"], config=state["config"], world=saved_world)
+
+
+def _load_deepspeed(engine, out: Path, tag: str, allowed: list):
+    """``engine.load_checkpoint`` with DeepSpeed's checkpoint engine reading every file by
+    :func:`load_allowed` (DeepSpeed's own types `allowed` by name): a file that needs any other
+    global is refused unread."""
+    ce = engine.checkpoint_engine
+    had_own = "load" in ce.__dict__
+    orig = ce.load
+    ce.load = lambda path, map_location=None: load_allowed(path, allowed, map_location)
+    try:
+        path, _ = engine.load_checkpoint(str(out), tag=tag, load_optimizer_states=True,
+                                         load_lr_scheduler_states=True)
+    finally:
+        if had_own:
+            ce.load = orig
+        else:
+            del ce.load
+    return path
+
+
+def load_allowed(path: str | os.PathLike, allowed: list = (), map_location="cpu"):
+    """``torch.load(path, weights_only=True)`` with the classes `allowed` by name: plain data, tensors
+    and those only, whatever a manifest says, so a planted pickle runs no code (CheckpointError
+    naming the file)."""
+    import pickle
+
+    try:
+        with torch.serialization.safe_globals(list(allowed)):
+            return torch.load(path, map_location=map_location, weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, OSError, EOFError, ValueError, AttributeError) as e:
+        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+        planted = [ln for ln in lines if "GLOBAL" in ln]  # torch names the global it refused to call
+        if planted:
+            raise CheckpointError(f"{path}: holds more than plain data, tensors and the allowed types "
+                                  f"({planted[0][:200]}), refused unread") from None
+        detail = next((ln for ln in lines if ln.startswith("Unsupported")), lines[-1] if lines else type(e).__name__)
+        raise CheckpointError(f"{path}: not a readable torch checkpoint ({detail[:200]})") from None
+
+
+def load_plain(path: str | os.PathLike):
+    """A file of codept's own (a rank file) by :func:`load_allowed`: plain data and tensors; format-1
+    rank files (numpy RNG states) with numpy's array types allowed by name, nothing more."""
+    return load_allowed(path, _FORMAT1_GLOBALS)
+
+
+def read_rank_state(path: Path) -> dict:
+    """A rank file (``rank<r>.pt``) of this checkpoint layout, by :func:`load_plain`."""
+    state = load_plain(path)
+    if not isinstance(state, dict) or not {"step", "rank", "save_id", "client_state", "rng"} <= set(state):
+        raise CheckpointError(f"{path}: not a codept rank file (no step/rank/save_id/client_state/rng)")
+    return state
 
 
 def resume_iterator(iterable: Iterable, resume: Resume | None) -> Iterator:

@@ -20,8 +20,8 @@ RunConfig fields, ``<section>.<field>`` (model, data, probe, val: any dataclass)
 ``objective.<name>.<field>`` (typed by the objective's Config) and per-head loss weights
 ``loss.<head>=w``. Values are parsed from the dataclass type hints (:func:`parse_value`: int, float,
 bool as true/false/1/0/yes/no only, str, tuples as comma lists, Optional); an unknown key (with a
-difflib suggestion), a bad value or a ``__post_init__`` refusal is a :class:`ConfigError` naming the
-key, the value and what is allowed. :func:`override` applies plain RunConfig items.
+difflib suggestion), a key given twice, a bad value or a ``__post_init__`` refusal is a
+:class:`ConfigError` naming the key, the value and what is allowed. :func:`override` applies plain RunConfig items.
 Cost: negligible. Not covered: pipeline / tensor parallelism (world = data-parallel ranks), batch-size
 ramp-up, schedules other than constant / linear / cosine with linear warm-up.
 """
@@ -131,6 +131,9 @@ def _check(c: RunConfig) -> None:
     for name in ("global_batch_rows", "global_batch_tokens", "warmup_steps", "save_every", "keep_last"):
         need(getattr(c, name) >= 0, f"{name}={getattr(c, name)}: must be >= 0")
     need(c.log_every >= 1, f"log_every={c.log_every}: must be >= 1")
+    need(c.seed >= 0, f"seed={c.seed}: must be >= 0 (numpy seeds are non-negative)")
+    need(bool(c.out_dir.strip()), f"out_dir={c.out_dir!r}: name the run's output folder (an empty one would "
+         "write into the current folder)")
     need((c.global_batch_rows > 0) != (c.global_batch_tokens > 0),
          f"global_batch_rows={c.global_batch_rows}, global_batch_tokens={c.global_batch_tokens}: "
          "exactly one of them must be > 0 (the other 0)")
@@ -260,17 +263,23 @@ def replace_typed(cfg, raw: Mapping[str, str], prefix: str = ""):
         if key not in names:
             raise _unknown(prefix + key, [prefix + n for n in names], f"{type(cfg).__name__} has no field {key!r}")
         changes[key] = parse_value(prefix + key, value, hints[key])
-    return checked(lambda: dataclasses.replace(cfg, **changes), prefix.rstrip(".") or type(cfg).__name__)
+    return checked(lambda: dataclasses.replace(cfg, **changes), prefix.rstrip(".") or type(cfg).__name__,
+                   prefix=prefix, fields=list(changes))
 
 
-def checked(build: Callable, where: str):
-    """``build()``; a ValueError/TypeError it raises becomes a ConfigError prefixed with ``where``."""
+def checked(build: Callable, where: str, prefix: str = "", fields: list[str] = ()):
+    """``build()``; a ValueError/TypeError it raises becomes a ConfigError prefixed with ``where``, or,
+    when its message starts with one of the given ``fields`` (``"buffer=0: must be >= 1"``), with the
+    whole key (``"data.buffer=0: must be >= 1"``)."""
     try:
         return build()
     except ConfigError:
         raise
     except (ValueError, TypeError) as e:
-        raise ConfigError(f"{where}: {e}") from None
+        msg = str(e)
+        if any(msg.startswith(f"{f}=") for f in fields):
+            raise ConfigError(f"{prefix}{msg}") from None
+        raise ConfigError(f"{where}: {msg}") from None
 
 
 def override(cfg: RunConfig, items: list[str]) -> RunConfig:
@@ -316,8 +325,12 @@ def parse_settings(items: list[str], run: RunConfig, sections: Mapping[str, obje
     (codept.train.loop.configure)."""
     by_prefix: dict[str, dict[str, str]] = {p: {} for p in (*sections, "objective", "loss")}
     plain = []
+    seen: dict[str, str] = {}
     for item in items:
         key, raw = split_item(item)
+        if key in seen:  # the last one used to win silently
+            raise ConfigError(f"setting {key!r} given twice ({key}={seen[key]!r}, {key}={raw!r}): give it once")
+        seen[key] = raw
         prefix, dot, rest = key.partition(".")
         if not dot:
             plain.append(item)

@@ -196,6 +196,31 @@ def build_engine(model: torch.nn.Module, cfg: RunConfig, world: World, params=No
     return engine
 
 
+def checkpoint_globals() -> list:
+    """The classes of DeepSpeed's own that its checkpoint files pickle besides tensors and plain data
+    (ZeRO optimizer states: the tensor-fragment addresses, the ZeRO stage enum, the loss scaler; seen
+    in ZeRO 1-3, offload, fp32 and bf16 files of 0.19.8): allowed by name, DeepSpeed's files load with
+    ``torch.load(weights_only=True)`` as codept's do (codept.train.checkpoint.load), so a pickle
+    planted in one runs no code either."""
+    from deepspeed.runtime.fp16.loss_scaler import DynamicLossScaler, LossScaler
+    from deepspeed.runtime.zero.config import ZeroStageEnum
+    from deepspeed.utils.tensor_fragment import fragment_address
+
+    return [fragment_address, ZeroStageEnum, LossScaler, DynamicLossScaler]
+
+
+def reschedule(engine, schedule: dict) -> None:
+    """Replace the learning-rate schedule of a built (or resumed) engine: its LambdaLR's multiplier
+    (a checkpoint restores the saved one) and the current learning rate, which the next step uses,
+    recomputed at the scheduler's step. For a resume with more (or fewer) steps: the decay then
+    ends at the new last step."""
+    sched = engine.lr_scheduler
+    sched.lr_lambdas[0].schedule = dict(schedule)
+    for group, base in zip(sched.optimizer.param_groups, sched.base_lrs):
+        group["lr"] = base * sched.lr_lambdas[0](sched.last_epoch)
+    sched._last_lr = [g["lr"] for g in sched.optimizer.param_groups]
+
+
 # ------------------------------------------------------------------------------------------------
 # one optimizer step
 
@@ -338,14 +363,18 @@ def train_step(engine, micro_batches: list[Mapping[str, torch.Tensor]], loss_fn:
 # held-out validation
 
 
+def metrics_of(prefix: str, sums) -> dict[str, float]:
+    """``{prefix/loss, prefix/acc, prefix/n}`` of one head's summed (loss_sum, n_valid, correct,
+    count); nan where there is no record."""
+    loss, n, correct, count = (float(v) for v in sums)
+    return {f"{prefix}/loss": loss / n if n > 0 else float("nan"),
+            f"{prefix}/acc": correct / count if count > 0 else float("nan"), f"{prefix}/n": n}
+
+
 @torch.no_grad()
-def evaluate(engine, batches: list[Mapping[str, torch.Tensor]], heads: list[str]) -> dict[str, float]:
-    """Per-head loss and accuracy of the model on fixed held-out micro-batches: ``{'val/<h>/loss',
-    'val/<h>/acc', 'val/<h>/n'}``, global over all data-parallel ranks (sums of loss_sum, n_valid,
-    correct, count, one all-reduce). Runs ``engine.module(batch, metrics=True)`` (a
-    codept.model.pretrainer.Pretrainer) in eval mode under no_grad, then restores the mode. A collective:
-    every rank calls it with the same number of batches (ZeRO-3 gathers parameters in each forward,
-    the contrastive head gathers rows). A head with no record is reported as nan."""
+def evaluate_sums(engine, batches: list[Mapping[str, torch.Tensor]], heads: list[str]) -> dict[str, list[float]]:
+    """{head: [loss_sum, n_valid, correct, count]} of the model on ``batches``, summed over them and
+    over all data-parallel ranks (one all-reduce); as :func:`evaluate`, a collective."""
     module = engine.module
     was_training = module.training
     module.eval()
@@ -359,13 +388,19 @@ def evaluate(engine, batches: list[Mapping[str, torch.Tensor]], heads: list[str]
         module.train(was_training)
     if dist.is_initialized():
         dist.all_reduce(sums, group=_dp_group(engine))
-    sums = sums.cpu()
+    return {h: [float(v) for v in row] for h, row in zip(heads, sums.cpu())}
+
+
+def evaluate(engine, batches: list[Mapping[str, torch.Tensor]], heads: list[str]) -> dict[str, float]:
+    """Per-head loss and accuracy of the model on fixed held-out micro-batches: ``{'val/<h>/loss',
+    'val/<h>/acc', 'val/<h>/n'}``, global over all data-parallel ranks (sums of loss_sum, n_valid,
+    correct, count, one all-reduce). Runs ``engine.module(batch, metrics=True)`` (a
+    codept.model.pretrainer.Pretrainer) in eval mode under no_grad, then restores the mode. A collective:
+    every rank calls it with the same number of batches (ZeRO-3 gathers parameters in each forward,
+    the contrastive head gathers rows). A head with no record is reported as nan."""
     logs = {}
-    for i, h in enumerate(heads):
-        loss, n, correct, count = (float(v) for v in sums[i])
-        logs[f"val/{h}/loss"] = loss / n if n > 0 else float("nan")
-        logs[f"val/{h}/acc"] = correct / count if count > 0 else float("nan")
-        logs[f"val/{h}/n"] = n
+    for h, row in evaluate_sums(engine, batches, heads).items():
+        logs.update(metrics_of(f"val/{h}", row))
     return logs
 
 
@@ -507,7 +542,7 @@ def consolidated_state_dict(tag_dir: str | os.PathLike) -> dict[str, torch.Tenso
     it, so DeepSpeed's zero_to_fp32 gathers the partitions."""
     tag_dir = Path(tag_dir)
     whole = tag_dir / "mp_rank_00_model_states.pt"  # ZeRO-3 writes zero_pp_rank_<r>_mp_rank_00_model_states.pt
-    module = torch.load(whole, map_location="cpu", weights_only=False).get("module") if whole.is_file() else None
+    module = torch.load(whole, map_location="cpu", weights_only=True).get("module") if whole.is_file() else None
     if module and all(t.numel() > 0 for t in module.values()):
         return {k: v.float() for k, v in module.items()}
     from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint

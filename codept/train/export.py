@@ -31,7 +31,6 @@ exporting several heads into one folder (export twice with ``--head``).
 
 from __future__ import annotations
 
-import pickle
 import sys
 from pathlib import Path
 
@@ -59,12 +58,14 @@ def checkpoint_folder(ckpt: str | Path) -> Path:
 
 
 def _load(path: Path) -> dict:
+    """A checkpoint file of plain data and tensors (codept.train.checkpoint.load_plain: a pickle
+    planted in it runs no code)."""
     if not path.is_file():
         raise FileNotFoundError(f"{path}: missing (an incomplete checkpoint?)")
     try:
-        return torch.load(path, map_location="cpu", weights_only=False)
-    except (RuntimeError, pickle.UnpicklingError, EOFError, AttributeError) as e:
-        raise ValueError(f"{path}: not a readable torch checkpoint ({type(e).__name__}: {e})") from None
+        return checkpoint.load_plain(path)
+    except checkpoint.CheckpointError as e:
+        raise ValueError(f"not a readable codept checkpoint: {e}") from None
 
 
 def module_state(tag_dir: Path) -> dict[str, torch.Tensor]:

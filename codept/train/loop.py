@@ -40,6 +40,7 @@ import json
 import math
 import os
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -51,8 +52,15 @@ from codept.model.pretrainer import HEADS, target_counts
 from codept.objectives import HEADS_OF, LOSS_WEIGHTS_OF, MODEL_OF, OBJECTIVES, VIEWS_OF
 from codept.objectives import build as build_objective
 from codept.train import checkpoint
-from codept.train import engine as E
 from codept.train.config import ConfigError, RunConfig, Settings, parse_settings
+
+
+def _engine():
+    """codept.train.engine, imported on first use: importing it imports deepspeed (seconds), which
+    a run needs only once its settings passed (a bad setting is refused without it)."""
+    from codept.train import engine
+
+    return engine
 
 
 @dataclass(frozen=True)
@@ -66,10 +74,14 @@ class ValConfig:
     #                       code corpora use the probe split (probe.holdout)
 
     def __post_init__(self):
-        if self.every < 0 or self.rows < 1:
-            raise ValueError(f"every={self.every}, rows={self.rows}: need every >= 0 and rows >= 1")
+        if self.every < 0:
+            raise ValueError(f"every={self.every}: must be >= 0 (0 = only at the end)")
+        if self.rows < 1:
+            raise ValueError(f"rows={self.rows}: must be >= 1")
         if not 0.0 <= self.holdout < 1.0:
             raise ValueError(f"holdout={self.holdout}: must be in [0, 1)")
+        if self.seed < 0:
+            raise ValueError(f"seed={self.seed}: must be >= 0")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -191,7 +203,72 @@ def configure(items: list[str], run: RunConfig, sections: dict,
             s.loss.setdefault(h, w)
         if MODEL_OF.get(name) and "model" in s.sections:  # what its batches need (GLM: block positions)
             s.sections["model"] = dataclasses.replace(s.sections["model"], **MODEL_OF[name])
+    check_engine(s, names)
+    model = s.sections.get("model")
+    if model is not None and s.run.seq_len > model.max_positions:
+        raise ConfigError(f"seq_len={s.run.seq_len} > model.max_positions={model.max_positions}: a row's "
+                          "position ids must fit the position table")
     return s, mixture
+
+
+# objectives whose staged forwards call head methods outside forward(), which ZeRO-3's parameter
+# gathering does not hook (codept.model.regimes.refuse_partitioned): when they do it, by their Config
+OUTSIDE_FORWARD = {"electra": lambda cfg: True, "ar": lambda cfg: cfg.schedule != "none"}
+
+
+def check_engine(s: Settings, names: list[str]) -> None:
+    """The engine settings, before any work: the ds_config exists and holds engine keys only, the
+    global batch divides into micro-batches x the launched ranks (WORLD_SIZE; 1 without a
+    launcher), and no objective of the mixture needs a ZeRO stage the ds_config does not give."""
+    from codept.train.config import derive, load_engine_json, zero_stage_of
+
+    run = s.run
+    try:
+        engine_json = load_engine_json(run.ds_config)
+    except (FileNotFoundError, ValueError) as e:
+        raise ConfigError(f"ds_config={run.ds_config!r}: {e}") from None
+    try:
+        plan = derive(run, launched_world(), engine_json)
+    except ValueError as e:
+        key = "global_batch_rows" if run.global_batch_rows else "global_batch_tokens"
+        raise ConfigError(f"{key}={getattr(run, key)} with {launched_world()} rank(s): {e}") from None
+    if zero_stage_of(plan.ds_config) == 3:
+        staged = [n for n in names if n in OUTSIDE_FORWARD
+                  and OUTSIDE_FORWARD[n](OBJECTIVES[n].config(**s.objectives.get(n, {})))]
+        if staged:
+            raise ConfigError(f"data.mixture={s.sections['data'].mixture!r}: {', '.join(staged)} run a staged "
+                              f"forward that ZeRO-3 does not support (ds_config={run.ds_config!r}, stage 3): use "
+                              "a ZeRO stage <= 2 (zero_stage=2 or ds_config=zero2)")
+
+
+def check_tokenizer(key: str, path: str, init_dir=None) -> None:
+    """A tokenizer setting (``data.tokenizer=PATH``: a `codept tokenizer train` folder, a transformers
+    folder with tokenizer.json, or the file), before any work: it loads and has the special tokens
+    the objectives need (a mask token at least; codept.objectives.render.Vocab), and no --init-from
+    brings its own. ConfigError naming the setting and the rule."""
+    if not path:
+        return
+    if init_dir is not None:
+        raise ConfigError(f"{key}={path}: --init-from {init_dir} brings its own tokenizer (its embeddings are "
+                          f"indexed by it); drop one of the two")
+    from codept.objectives.render import Vocab
+    from codept.tokenizer import load_tokenizer
+
+    try:
+        Vocab.from_tokenizer(load_tokenizer(path))
+    except FileNotFoundError:
+        raise ConfigError(f"{key}={path}: no tokenizer.json there (expected a folder written by `codept "
+                          "tokenizer train`, a transformers folder, or a tokenizer.json)") from None
+    except Exception as e:  # tokenizers raises its own exception type for a malformed file
+        raise ConfigError(f"{key}={path}: not a usable tokenizer ({type(e).__name__}: {e})") from None
+
+
+def check_paths(key: str, value: str) -> None:
+    """Each comma-separated path of the setting ``key=value`` exists: ConfigError naming the first
+    that does not (before any work: prepare would fail on it after the process group)."""
+    for p in filter(None, (x.strip() for x in value.split(","))):
+        if not Path(p).expanduser().exists():
+            raise ConfigError(f"{key}={value!r}: {p}: no such file or folder")
 
 
 def launched_rank() -> int:
@@ -199,25 +276,41 @@ def launched_rank() -> int:
     return int(os.environ.get("RANK", "0") or 0)
 
 
+def launched_world() -> int:
+    """The job's rank count as the launcher set it (WORLD_SIZE), before or without a process group."""
+    return int(os.environ.get("WORLD_SIZE", "1") or 1)
+
+
 def main_first(build: Callable[[bool], object], is_main: bool):
     """``build(progress)`` on rank 0 first (with a progress bar), then, after a barrier, on the other
     ranks, which find rank 0's cached result (prepare, tokenizers, probes are keyed by content)."""
     out = build(True) if is_main else None
-    E.barrier()
+    _engine().barrier()
     return out if is_main else build(False)
 
 
+PEER_WAIT_S = 30.0  # how long a rank other than 0 leaves rank 0 to report a refusal (see guarded)
+
+
 def guarded(main: Callable[[list[str]], int], argv: list[str]) -> int:
-    """``main(argv)``; a ConfigError -> its message printed once (rank 0), exit code 2. This rank's
-    /dev/shm buffer file is deleted on every exit path."""
+    """``main(argv)``; a ConfigError -> its message printed once, exit code 2 (a CheckpointError: 3,
+    codept.train.checkpoint: a checkpoint that cannot be resumed). Rank 0 prints it at
+    once. Every rank checks the same settings, but a launcher (deepspeed, torchrun) stops all ranks
+    as soon as ONE exits non-zero: a rank 1 that exited first used to get rank 0 killed before it had
+    printed, and the message was lost. So another rank first waits up to ``PEER_WAIT_S``: the
+    launcher stops it once rank 0 has exited; if it is still running then (rank 0 did not fail),
+    it prints the message itself. This rank's /dev/shm buffer file is deleted on every exit path."""
     try:
         return main(argv)
-    except ConfigError as e:
-        if launched_rank() == 0:
-            print(f"error: {e}", file=sys.stderr, flush=True)
-        return 2
+    except (ConfigError, checkpoint.CheckpointError) as e:
+        if launched_rank() != 0 and launched_world() > 1:
+            time.sleep(PEER_WAIT_S)
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        return 2 if isinstance(e, ConfigError) else 3
     finally:
-        E.remove_shm_files()
+        engine = sys.modules.get("codept.train.engine")  # not imported: no process group, no buffer file
+        if engine is not None:
+            engine.remove_shm_files()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -252,48 +345,106 @@ def packed(sources: list, mixture, seed: int, world, seq_len: int, pad_id: int, 
 
 @dataclass
 class Validation:
-    """Fixed held-out micro-batches of this rank, or why there are none."""
+    """This rank's fixed held-out micro-batches, per mixture entry (each objective alone on the held-out
+    views of its corpus), or why there are none."""
 
-    batches: list
+    batches: dict  # mixture key -> micro-batches of that objective alone
     docs: int
     skipped: str = ""
+    empty: dict = dataclasses.field(default_factory=dict)  # mixture key -> why it has no validation rows
 
     def summary(self, last: dict | None, step: int | None) -> dict:
+        """{"step", "docs", "rows_per_rank", <head>: {loss, acc, n} over every objective training it,
+        "by_objective": {key: {head: {loss, acc, n}} or {"no_rows": why}}, "no_labels": [key/head with
+        n = 0]}: no objective's metrics are hidden in another's or missing silently."""
         if self.skipped:
             return {"skipped": self.skipped}
-        heads = sorted({k.split("/")[1] for k in (last or {})})
-        per_head = {h: {"loss": _round(last[f"val/{h}/loss"]), "acc": _round(last[f"val/{h}/acc"]),
-                        "n": int(last[f"val/{h}/n"])} for h in heads}
-        return {"step": step, "docs": self.docs, "rows_per_rank": sum(len(b["segment_ids"]) for b in self.batches),
-                **per_head}
+        last = last or {}
+
+        def metrics(prefix: str) -> dict:
+            return {"loss": _round(last[f"{prefix}/loss"]), "acc": _round(last[f"{prefix}/acc"]),
+                    "n": int(last[f"{prefix}/n"])}
+
+        heads = sorted({k.split("/")[1] for k in last if k.count("/") == 2})
+        by_objective = {key: {"no_rows": why} for key, why in self.empty.items()}
+        for key in self.batches:
+            by_objective[key] = {h: metrics(f"val/{key}/{h}") for h in HEADS_OF[objective_of(key)]
+                                 if f"val/{key}/{h}/n" in last}
+        out = {"step": step, "docs": self.docs,
+               "rows_per_rank": sum(len(b["segment_ids"]) for bs in self.batches.values() for b in bs),
+               **{h: metrics(f"val/{h}") for h in heads}, "by_objective": by_objective}
+        no_labels = [f"{key}/{h}" for key, m in by_objective.items() for h, v in m.items()
+                     if isinstance(v, dict) and v["n"] == 0]
+        if no_labels:
+            out["no_labels"] = no_labels
+        return out
 
 
 def _round(v: float):
     return None if v != v else round(v, 4)  # nan (no record) -> null in JSON
 
 
+def _fixed_rows(stream: PackedStream, n_rows: int, docs_per_rank: int) -> list[dict]:
+    """The first ``n_rows`` rows of ``stream``, or [] when a whole epoch of this rank's documents
+    gives none (an objective with nothing to say about these views: never loop forever)."""
+    rows, empty_steps = [], 0
+    while len(rows) < n_rows:
+        got = stream.rows_of_buffer(stream.k)
+        stream.k += 1
+        empty_steps = 0 if got else empty_steps + stream.buffer
+        if empty_steps >= max(docs_per_rank, 1):
+            return []
+        rows += got[: n_rows - len(rows)]
+    return rows
+
+
 def validation_batches(held_views, mixture, vocab, settings: dict, world, run: RunConfig, val: ValConfig,
                        pad_id: int, buffer: int, long: str = "split", rows_mode: str = "packed") -> Validation:
-    """The rank's fixed validation micro-batches (module docstring, step 4); built once."""
+    """The rank's fixed validation micro-batches (module docstring, step 4), per mixture entry: its
+    objective alone over the held-out views of its corpus, ``val.rows`` rows; built once. An entry
+    that gives no rows on some rank (e.g. code_doc on held-out files without docstrings) is reported
+    as such on every rank (a collective: every rank must evaluate the same entries)."""
     by_corpus = held_views if isinstance(held_views, dict) else {"code": held_views}
     counts = {c: 0 if by_corpus.get(c) is None else len(by_corpus[c]) for c in corpora_used(mixture)}
     n = sum(counts.values())
     short = {c: k for c, k in counts.items() if k < world.world_size}
     if short:
-        return Validation([], n, skipped=f"held-out documents per corpus {short} for {world.world_size} ranks: "
+        return Validation({}, n, skipped=f"held-out documents per corpus {short} for {world.world_size} ranks: "
                                          "raise probe.holdout (code) or val.holdout (text) to validate")
-    stream = packed(streams(held_views, mixture, vocab, settings), mixture, val.seed, world, run.seq_len,
-                    pad_id, buffer, long, rows_mode)
-    rows = [next(stream) for _ in range(val.rows)]
     step = run.micro_batch_rows
-    return Validation([collate(rows[i:i + step]) for i in range(0, len(rows), step)], n)
+    out, empty = {}, {}
+    for (key, _), src in zip(mixture, streams(held_views, mixture, vocab, settings)):
+        stream = packed([src], [(key, 1.0)], val.seed, world, run.seq_len, pad_id, buffer, long, rows_mode)
+        rows = _fixed_rows(stream, val.rows, len(range(world.rank, src.n, world.world_size)))
+        out[key] = [collate(rows[i:i + step]) for i in range(0, len(rows), step)]
+    have = _engine().all_gather_object({k: bool(b) for k, b in out.items()}) if world.world_size > 1 else [
+        {k: bool(b) for k, b in out.items()}]
+    for key in list(out):
+        ranks = [r for r, h in enumerate(have) if not h[key]]
+        if ranks:
+            empty[key] = (f"{objective_of(key)} made no example from a whole epoch of the held-out "
+                          f"{corpus_of(key)} views of rank(s) {ranks}")
+            del out[key]
+    return Validation(out, n, empty=empty)
 
 
 def validate(engine, validation: Validation, heads: list[str]) -> dict:
-    """``val/<head>/loss|acc|n`` over all ranks; {} when validation is skipped (a collective)."""
+    """``val/<head>/loss|acc|n`` over every objective, ``val/<key>/<head>/loss|acc|n`` per mixture
+    entry, over all ranks; {} when validation is skipped (a collective)."""
     if validation.skipped:
         return {}
-    return E.evaluate(engine, validation.batches, heads)
+    E = _engine()
+    total = {h: [0.0, 0.0, 0.0, 0.0] for h in heads}
+    out = {}
+    for key, batches in validation.batches.items():
+        own = HEADS_OF[objective_of(key)]
+        sums = E.evaluate_sums(engine, batches, own)
+        for h, row in sums.items():
+            out.update(E.metrics_of(f"val/{key}/{h}", row))
+            total[h] = [a + b for a, b in zip(total[h], row)]
+    for h in heads:
+        out.update(E.metrics_of(f"val/{h}", total[h]))
+    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -305,39 +456,49 @@ def _forward(engine, batch):
 
 
 def set_horizon(stream, rows_per_rank: int) -> int:
-    """Give the stream's Mixture a horizon (its rank-local mixture steps of the whole run), so that
-    ``ctx.progress`` moves from 0 to 1 over the run (schedules: scheduled sampling, a falling [MASK]
-    share); without one every objective saw progress 0. Estimated as ``rows_per_rank`` x the
-    documents per row of buffer 0 packed at progress 0: a pure function of the data and settings, so
-    a resumed run computes the same horizon. A horizon already set is kept. Returns it."""
+    """Give the stream's Mixture a horizon, so that ``ctx.progress`` moves from 0 at the first
+    optimizer step to 1 at the last (schedules: scheduled sampling, a falling [MASK] share); without
+    one every objective saw progress 0. Progress moves once per packing buffer (Mixture.quantum =
+    the buffer): a buffer's rows are shuffled together, so the rows of any one step come from the
+    whole buffer. (Per mixture step, a run shorter than one buffer -- every CPU preset -- drew most
+    of its first rows late in the schedule: the [MASK] share of step 1 was 0.47, not 0.80.) The run
+    consumes about K = rows_per_rank x (documents per row of buffer 0 at progress 0) / buffer
+    buffers; buffer k gets progress k / (K - 1) (horizon (K - 1) x buffer): a pure function of the
+    data and settings, so a resumed run computes the same. A run within one buffer stays at
+    progress 0 (lower data.buffer for a finer schedule). A horizon already set is kept. Returns it."""
     m = getattr(stream, "mixture", None)
     if m is None:  # not a PackedStream over a Mixture: nothing to set
         return 0
     if not m.horizon and rows_per_rank > 0:
         rows = len(stream.rows_of_buffer(0))
-        m.horizon = max(1, round(rows_per_rank * stream.buffer / max(rows, 1)))
+        buffers = max(1, math.ceil(rows_per_rank / max(rows, 1)))
+        m.quantum = stream.buffer
+        m.horizon = max(1, buffers - 1) * stream.buffer
     return m.horizon
 
 
 def train(engine, stream, run: RunConfig, *, start: int, heads: list[str], weights: dict, log: "Log",
-          hooks: list[tuple[int, Callable[[int], None]]], client_state: Callable[[], dict]) -> int:
+          hooks: list[tuple[int, Callable[[int], None]]], client_state: Callable[[], dict],
+          config: dict | None = None) -> int:
     """Optimizer steps ``start .. run.steps``; returns the tokens this rank trained on. ``hooks``:
     (every, fn(step)) run after steps that are multiples of ``every`` (> 0), except the last (the
-    recipe evaluates at the end itself). Checkpoints every ``run.save_every`` steps and at the end."""
+    recipe evaluates at the end itself). Checkpoints every ``run.save_every`` steps and at the end,
+    recording ``config`` (the run's settings, codept.train.resume.flat; default the RunConfig)."""
     k = engine.gradient_accumulation_steps()
     set_horizon(stream, run.steps * k * run.micro_batch_rows)
     tokens = 0
     for step in range(start, run.steps):
         micro = [collate([next(stream) for _ in range(run.micro_batch_rows)]) for _ in range(k)]
         tokens += sum(int((b["segment_ids"] > 0).sum()) for b in micro)
-        scalars = E.train_step(engine, micro, _forward, heads=heads, weights=weights,
+        scalars = _engine().train_step(engine, micro, _forward, heads=heads, weights=weights,
                                count_fn=lambda b: target_counts(b, engine.module.heads))
         log.step(step + 1, scalars)
         for every, fn in hooks:
             if every and (step + 1) % every == 0 and step + 1 < run.steps:
                 fn(step + 1)
         if (run.save_every and (step + 1) % run.save_every == 0) or step + 1 == run.steps:
-            checkpoint.save(engine, run.out_dir, step + 1, client_state(), config=run, keep_last=run.keep_last)
+            checkpoint.save(engine, run.out_dir, step + 1, client_state(), config=config or run,
+                            keep_last=run.keep_last)
     return tokens
 
 
@@ -345,9 +506,17 @@ def train(engine, stream, run: RunConfig, *, start: int, heads: list[str], weigh
 # 6. logs
 
 
+def _val_losses(scalars: dict) -> dict:
+    """The per-head validation losses (``val/<head>/loss``; not the per-objective ones)."""
+    return {k: v for k, v in scalars.items() if k.startswith("val/") and k.endswith("/loss") and k.count("/") == 2}
+
+
 class Log:
     """Rank 0 only: progress bar, TensorBoard scalars, losses.jsonl / eval.jsonl (line-buffered), a
-    loss-curve PNG with a validation panel at the end."""
+    loss-curve PNG with a validation panel at the end. A resumed run (``start`` > 0) keeps the lines
+    of steps up to ``start`` (those after it, of a job killed past its last checkpoint, are redone)
+    and reads them back, so the plot and the first/last loss cover the whole run; a fresh run
+    (``start`` 0) starts the files anew."""
 
     def __init__(self, out_dir: str, enabled: bool, total: int, start: int):
         self.enabled, self.out = enabled, Path(out_dir)
@@ -358,7 +527,14 @@ class Log:
         from tqdm import tqdm
 
         self.out.mkdir(parents=True, exist_ok=True)
+        losses, evals = self._kept("losses.jsonl", start), self._kept("eval.jsonl", start)
+        self.losses = [(d["step"], d["loss"]) for d in losses if "loss" in d]
+        self.val = [(d["step"], _val_losses(d)) for d in evals if any(k.startswith("val/") for k in d)]
         self.bar = tqdm(total=total, initial=start, unit="step", mininterval=2.0)
+        for name, kept in (("losses.jsonl", losses), ("eval.jsonl", evals)):  # temp + rename: kill-safe
+            tmp = self.out / f".{name}.tmp"
+            tmp.write_text("".join(json.dumps(d) + "\n" for d in kept))
+            os.replace(tmp, self.out / name)
         self.jsonl = open(self.out / "losses.jsonl", "a", buffering=1)  # line-buffered: kill -9 safe
         self.eval = open(self.out / "eval.jsonl", "a", buffering=1)
         try:
@@ -367,6 +543,22 @@ class Log:
             self.tb = SummaryWriter(str(self.out / "tb"))
         except ImportError:  # tensorboard not installed: scalars still go to losses.jsonl
             self.tb = None
+
+    def _kept(self, name: str, start: int) -> list[dict]:
+        """The records of ``name`` for steps <= start (none for a fresh run); a torn last line (kill -9
+        while writing) is dropped."""
+        path = self.out / name
+        if not start or not path.is_file():
+            return []
+        out = []
+        for line in path.read_text().splitlines():
+            try:
+                d = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(d, dict) and isinstance(d.get("step"), int) and d["step"] <= start:
+                out.append(d)
+        return out
 
     def step(self, step: int, scalars: dict) -> None:
         if not self.enabled:
@@ -384,12 +576,12 @@ class Log:
         if not self.enabled or not scalars:
             return
         if any(k.startswith("val/") for k in scalars):
-            self.val.append((step, {k: v for k, v in scalars.items() if k.endswith("/loss")}))
+            self.val.append((step, _val_losses(scalars)))
         self.eval.write(json.dumps({"step": step, **scalars}) + "\n")
         if self.tb is not None:
             for k, v in scalars.items():
                 self.tb.add_scalar(k, v, step)
-        shown = {k: v for k, v in scalars.items() if not k.endswith("/n")}
+        shown = {k: v for k, v in scalars.items() if not k.endswith("/n") and k.count("/") <= 2}
         self.bar.write(f"step {step}: " + " ".join(f"{k}={v:.3f}" for k, v in shown.items()))
 
     def first_last(self) -> tuple[float | None, float | None]:
@@ -435,3 +627,309 @@ class Log:
         fig.tight_layout()
         fig.savefig(self.out / "loss.png", dpi=100)
         plt.close(fig)
+
+
+# ------------------------------------------------------------------------------------------------
+# 7. the run every recipe shares
+
+
+@dataclass
+class Corpora:
+    """What a recipe's data step hands :func:`run` (called on every rank, after the process group)."""
+
+    tokenizer_dir: Path
+    train: dict  # corpus name -> training views
+    held: dict  # corpus name -> held-out views (None: none)
+    summary: dict = dataclasses.field(default_factory=dict)  # the recipe's own summary.json fields
+    wrap: Callable | None = None  # wrap(key, objective): a view transform of the TRAINING stream only
+    long: str = "split"  # document strategies of the training and validation streams (codept.data.pack)
+    rows: str = "packed"
+    state: object = None  # the recipe's own (its probes ...), for its hooks and final step
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A pretraining recipe: its presets and the steps that are its own; :func:`run` does the rest."""
+
+    presets: dict  # preset name -> function returning (RunConfig, ModelConfig, DataConfig[, {section: cfg}])
+    default_preset: str
+    configure: Callable  # (preset, items) -> (Settings, mixture); checks every setting, does no work
+    corpora: Callable  # (Job) -> Corpora: prepare (rank 0 first), views, held-out split
+    description: str = ""
+    init_dir: Callable = lambda preset, given: Path(given).resolve() if given else None  # --init-from
+    hooks: Callable = lambda job: []  # (Job) -> [(every, fn(step))]: periodic evaluations during training
+    final: Callable = lambda job: {}  # (Job) -> summary fields: the recipe's evaluations after training
+    may_change: dict = dataclasses.field(default_factory=dict)  # recipe settings a resume may change
+    #                  (codept.train.resume.MAY_CHANGE): setting -> what it changes
+
+
+@dataclass
+class Job:
+    """One run's state, filled in as :func:`run` proceeds; what the recipe's steps read."""
+
+    preset: str
+    overrides: list
+    settings: Settings
+    mixture: list
+    init_dir: Path | None
+    world: object = None  # codept.train.engine.World
+    corpora: Corpora | None = None
+    tokenizer: object = None
+    vocab: object = None
+    model_cfg: object = None
+    heads: list = dataclasses.field(default_factory=list)
+    engine: object = None
+    log: "Log | None" = None
+    val: dict = dataclasses.field(default_factory=dict)  # the last validation's summary
+
+    @property
+    def run(self) -> RunConfig:
+        return self.settings.run
+
+    def section(self, name: str):
+        return self.settings.sections[name]
+
+    @property
+    def is_main(self) -> bool:
+        return self.world.rank == 0
+
+
+INIT_SHAPE = ("vocab_size", "hidden", "layers", "heads", "intermediate", "max_positions", "type_vocab_size")
+
+
+def check_init_from(init_dir: Path | None, items: list[str], seq_len: int) -> None:
+    """--init-from DIR, before any work: a transformers folder with config.json and tokenizer.json whose
+    model codept runs, no ``model.<shape>`` override (the shape is the folder's), rows that fit its
+    positions and a tokenizer that fits its vocabulary. ConfigError naming what is wrong."""
+    if init_dir is None:
+        return
+    bad = sorted(set(INIT_SHAPE) & {x[6:].split("=", 1)[0] for x in items if x.startswith("model.")})
+    if bad:
+        raise ConfigError(f"--init-from {init_dir}: the model's shape comes from its config.json; drop {bad}")
+    if not (init_dir / "config.json").is_file() or not (init_dir / "tokenizer.json").is_file():
+        raise ConfigError(f"--init-from {init_dir}: needs config.json and tokenizer.json (a transformers folder)")
+    from tokenizers import Tokenizer
+
+    from codept.model.hf import config_from_hf
+
+    try:
+        cfg, _ = config_from_hf(json.loads((init_dir / "config.json").read_text()))
+        n_tok = Tokenizer.from_file(str(init_dir / "tokenizer.json")).get_vocab_size()
+    except (ValueError, KeyError, TypeError, OSError, Exception) as e:  # tokenizers raises its own Exception
+        raise ConfigError(f"--init-from {init_dir}: {type(e).__name__}: {e}") from None
+    if cfg.vocab_size < n_tok or seq_len > cfg.max_positions:
+        raise ConfigError(f"--init-from {init_dir}: vocab {cfg.vocab_size} < tokenizer {n_tok} or "
+                          f"seq_len {seq_len} > max_positions {cfg.max_positions}")
+
+
+def parse_args(recipe: Recipe, argv: list[str]):
+    import argparse
+
+    ap = argparse.ArgumentParser(description=recipe.description)
+    ap.add_argument("--preset", default=recipe.default_preset, choices=sorted(recipe.presets))
+    ap.add_argument("--local_rank", type=int, default=0, help="set by the deepspeed launcher")
+    ap.add_argument("--init-from", default="", metavar="DIR",
+                    help="a transformers BERT/RoBERTa folder to continue pretraining from (with its tokenizer)")
+    ap.add_argument("overrides", nargs="*", help="key=value (RunConfig), <section>.key=value, "
+                    "objective.<name>.<field>=value, loss.<head>=weight")
+    return ap.parse_intermixed_args(argv)  # key=value items may come before and after --preset
+
+
+def build_model(job: Job):
+    """(Pretrainer, ModelConfig, whether a pretrained MLM head was loaded): a fresh transformer of the
+    run's ModelConfig, or the --init-from folder's weights (its shape; the run's dropout, attention
+    path and checkpointing), with the mixture's heads."""
+    from codept.model import transformer as T
+    from codept.model.pretrainer import Pretrainer, build_head
+
+    if job.init_dir is None:
+        model, model_cfg = T.Transformer(job.model_cfg), job.model_cfg
+    else:
+        from codept.model.hf import init_from
+
+        keep = {k: getattr(job.model_cfg, k) for k in ("dropout", "attention_dropout", "attention", "checkpointing")}
+        model, model_cfg = init_from(job.init_dir, **keep)
+    net = Pretrainer(model, {h: build_head(h, model) for h in job.heads})
+    loaded = False
+    if job.init_dir is not None and "mlm" in net.heads:
+        from codept.model.hf import load_mlm_head
+
+        loaded = load_mlm_head(job.init_dir, net.heads["mlm"])
+    return net, model_cfg, loaded
+
+
+def output_priors(net, job: Job, skip: tuple = ()) -> dict:
+    """Start the fresh token-level heads' output biases at their targets' log frequencies
+    (codept.model.pretrainer.init_output_priors), counted on the first global batch of a one-rank copy of
+    the training stream: the same values on every rank. A resumed run overwrites them from its
+    checkpoint. Returns {head: targets counted}."""
+    from codept.model.pretrainer import init_output_priors
+
+    run, c = job.run, job.corpora
+    one = dataclasses.replace(job.world, rank=0, world_size=1)
+    first = packed(streams(c.train, job.mixture, job.vocab, job.settings.objectives, wrap=c.wrap), job.mixture,
+                   run.seed, one, run.seq_len, job.vocab.pad_id, job.section("data").buffer, c.long, c.rows)
+    rows = run.global_batch_rows or run.global_batch_tokens // run.seq_len
+    return init_output_priors(net, [collate([next(first) for _ in range(rows)])], skip=skip)
+
+
+def settle(recipe: Recipe, argv: list[str]):
+    """Step 0 of :func:`run`, before any work or process group: (Job, codept.train.resume.Plan,
+    the settings checkpoints record). Every setting checked (the recipe's configure, --init-from,
+    data.tokenizer); the output folder chosen and the run there compared (resume.plan); the folder
+    choice and the changes a resume applies are printed once (rank 0)."""
+    from codept.train import resume as R
+
+    args = parse_args(recipe, argv)
+    settings, mixture = recipe.configure(args.preset, args.overrides)
+    init_dir = recipe.init_dir(args.preset, args.init_from)
+    check_init_from(init_dir, args.overrides, settings.run.seq_len)
+    check_tokenizer("data.tokenizer", getattr(settings.sections["data"], "tokenizer", ""), init_dir)
+    recorded = R.flat(settings, mixture, init_dir)
+    plan = R.plan(settings.run.out_dir, R.out_dir_given(args.overrides), recorded, recipe.may_change)
+    if plan.out_dir != settings.run.out_dir:  # the default folder holds a run of other settings
+        settings = dataclasses.replace(settings, run=dataclasses.replace(settings.run, out_dir=plan.out_dir))
+    if launched_rank() == 0:
+        why = {**R.MAY_CHANGE, **recipe.may_change}
+        for line in [plan.note, *(f"resume: {k} {old!r} -> {new!r} ({why[k]})" for k, (old, new) in plan.applied.items())]:
+            if line:
+                print(line, file=sys.stderr, flush=True)
+        if plan.finished:
+            print(f"{plan.out_dir}: this run finished at step {plan.step} with these settings "
+                  f"({Path(plan.out_dir) / 'summary.json'}); nothing to do", flush=True)
+    return Job(args.preset, list(args.overrides), settings, mixture, init_dir), plan, recorded
+
+
+def _streams(job: Job, recipe: Recipe):
+    """Steps 1-2 of :func:`run`: the recipe's corpora, tokenizer, vocabulary, the run's ModelConfig
+    sized to it; this rank's training stream and fixed validation rows."""
+    from codept.model import transformer as T
+    from codept.objectives.render import Vocab
+    from codept.tokenizer import load_tokenizer
+
+    run_cfg, data, s = job.run, job.section("data"), job.settings
+    c = job.corpora = recipe.corpora(job)
+    job.tokenizer = load_tokenizer(c.tokenizer_dir)
+    job.vocab = vocab = Vocab.from_tokenizer(job.tokenizer)
+    job.model_cfg = job.section("model")
+    if job.init_dir is None and job.model_cfg.vocab_size != vocab.size:
+        job.model_cfg = T.configure(job.model_cfg, vocab_size=vocab.size)
+    job.heads = heads_of(job.mixture)
+    stream = packed(streams(c.train, job.mixture, vocab, s.objectives, wrap=c.wrap), job.mixture, run_cfg.seed,
+                    job.world, run_cfg.seq_len, vocab.pad_id, data.buffer, c.long, c.rows)
+    validation = validation_batches(c.held, job.mixture, vocab, s.objectives, job.world, run_cfg,
+                                    job.section("val"), vocab.pad_id, data.buffer, c.long, c.rows)
+    return stream, validation
+
+
+def _engine_and_resume(job: Job, stream, plan) -> tuple:
+    """Step 3 of :func:`run`: model + heads, output priors, the engine (``job.engine``), resume.
+    Returns (Pretrainer, MLM head loaded from --init-from, priors counted, first step)."""
+    E, run_cfg = _engine(), job.run
+    checkpoint.seed_all(run_cfg.seed, 0)  # identical initial weights on every rank
+    net, job.model_cfg, head_loaded = build_model(job)
+    priors = output_priors(net, job, skip=("mlm",) if head_loaded else ())
+    checkpoint.seed_all(run_cfg.seed, job.world.rank)  # distinct dropout streams per rank
+    job.engine = E.build_engine(net, run_cfg, job.world)
+    resume = checkpoint.load(job.engine, run_cfg.out_dir)
+    if resume is None:
+        return net, head_loaded, priors, 0
+    if "steps" in plan.applied:  # the saved lr schedule decays to the old last step
+        E.reschedule(job.engine, job.engine.codept_plan.schedule)
+    stream.load_state_dict(resume.client_state["stream"])
+    checkpoint.restore_rng(resume.rng)  # the stream draws from numpy Generators only: restore now
+    return net, head_loaded, priors, resume.step
+
+
+def run(recipe: Recipe, argv: list[str]) -> int:
+    """One pretraining run of ``recipe`` (every recipe's main):
+    0. settings parsed and checked, the output folder chosen and its run compared (:func:`settle`),
+       before any work;
+    1. join the process group; the recipe's corpora (rank 0 prepares first); tokenizer, vocabulary;
+    2. one stream per rank over the training views; fixed held-out validation rows;
+    3. model + heads (fresh, or --init-from), output priors of the fresh token-level heads,
+       DeepSpeed engine, resume from ``out_dir/latest``;
+    4. the step loop with validation every ``val.every`` steps and the recipe's hooks;
+    5. validation at the end, the recipe's final evaluations;
+    6. rank 0 writes and prints summary.json."""
+    job, plan, recorded = settle(recipe, argv)
+    if plan.finished:
+        return 0
+    E = _engine()
+    job.world = E.init_distributed()
+    t_start = time.time()
+    stream, validation = _streams(job, recipe)
+    net, head_loaded, priors, start = _engine_and_resume(job, stream, plan)
+
+    # 4. train; the recipe's hooks, validation every val.every steps
+    run_cfg, engine = job.run, job.engine
+    job.log = log = Log(run_cfg.out_dir, job.is_main, total=run_cfg.steps, start=start)
+    last_val: dict = {}
+
+    def val_hook(step: int) -> None:
+        last_val.clear()
+        last_val.update(validate(engine, validation, job.heads))
+        log.scalars(step, last_val)
+
+    t_train = time.time()
+    tokens = train(engine, stream, run_cfg, start=start, heads=job.heads, weights=job.settings.loss, log=log,
+                   hooks=[*recipe.hooks(job), (job.section("val").every, val_hook)],
+                   client_state=lambda: {"stream": stream.state_dict(), "model": dataclasses.asdict(job.model_cfg),
+                                         "tokenizer": str(job.corpora.tokenizer_dir)}, config=recorded)
+    tokens_all = sum(E.all_gather_object(tokens))
+    train_seconds = time.time() - t_train
+
+    # 5. validation at the end, the recipe's final evaluations (collectives: every rank)
+    val_hook(run_cfg.steps)
+    job.val = validation.summary(last_val, run_cfg.steps)
+    silent = [f"{k} ({m['no_rows']})" for k, m in job.val.get("by_objective", {}).items() if "no_rows" in m]
+    silent += [f"{x} (no labelled target in its rows)" for x in job.val.get("no_labels", [])]
+    if job.is_main and silent:
+        print("validation: nothing measured for " + "; ".join(silent), file=sys.stderr, flush=True)
+    extra = recipe.final(job)
+
+    # 6. summary
+    if job.is_main:
+        log.close()
+        first, last = log.first_last()
+        c = job.corpora
+        result = {
+            "preset": job.preset, "overrides": job.overrides, "ranks": job.world.world_size,
+            "steps": run_cfg.steps, "resumed_from": start, "mixture": job.section("data").mixture,
+            "params": net.model.num_parameters(), "init_from": str(job.init_dir) if job.init_dir else None,
+            "mlm_head_loaded": head_loaded, "output_priors": priors, "tokenizer": str(c.tokenizer_dir),
+            "vocab": job.vocab.size, "train_docs": {k: len(v) for k, v in c.train.items()},
+            "held_docs": {k: 0 if v is None else len(v) for k, v in c.held.items()},
+            **c.summary, "tokens_trained": tokens_all,
+            "train_tokens_per_s": round(tokens_all / max(train_seconds, 1e-9)),
+            "seconds": round(time.time() - t_start, 1), "loss_first": first, "loss_last": last,
+            "loss_weights": {h: job.settings.loss.get(h, 1.0) for h in job.heads}, "val": job.val, **extra,
+            "out_dir": run_cfg.out_dir, "loss_curve": str(Path(run_cfg.out_dir) / "loss.png"),
+        }
+        text = json.dumps(json_safe(result), indent=2, allow_nan=False)  # NaN is not JSON
+        (Path(run_cfg.out_dir) / "summary.json").write_text(text + "\n")
+        print(text)
+    E.shutdown()
+    return 0
+
+
+def json_safe(obj):
+    """`obj` with every non-finite float (a metric with no record) as None: strict JSON."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
+
+
+def main(recipe: Recipe, argv: list[str] | None = None):
+    """A recipe script's entry point: :func:`run` under :func:`guarded` (a bad setting: one message,
+    exit 2), then leave without the interpreter teardown once the engine was used
+    (codept.train.engine.exit_process)."""
+    code = guarded(lambda a: run(recipe, a), sys.argv[1:] if argv is None else argv)
+    engine = sys.modules.get("codept.train.engine")
+    if engine is not None:
+        engine.exit_process(code)
+    sys.exit(code)
