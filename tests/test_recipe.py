@@ -459,7 +459,7 @@ def test_minilm_six_cpu_preset_and_balanced_files(tmp_path):
     srcs = R.train_corpora(str(tmp_path))
     assert srcs == [str(tmp_path / "json"), str(tmp_path / "fixtures")]  # eval and missing folders left out
     files, stats = R.balanced_files(srcs + [str(tmp_path / "email")], 20_000)
-    assert set(stats) == {"python", "go", "java", "javascript", "php", "ruby"}
+    assert set(stats) >= {"python", "go", "java", "javascript", "php", "ruby"}  # every grammar with fixtures
     sizes = {lang: sum(os.path.getsize(f) for f in files if language_for_path(f) == lang) for lang in stats}
     for lang, st in stats.items():
         assert st["bytes"] == sizes[lang] <= 20_000 and st["files"] >= 1
