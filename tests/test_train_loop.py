@@ -87,7 +87,16 @@ HOSTILE = [
     ("text", ["data.rows=both"], "data.rows"),
     ("text", ["data.long=stride:0"], "data.long"),
     ("text", ["data.shuffle_sentences=-0.1"], "data.shuffle_sentences"),
+    ("code", ["data.mixture=electra:1", "objective.electra.rate=2"], "objective.electra"),
+    ("text", ["data.mixture=phrase@text:1", "objective.phrase.lexicon=/nonexistent/codept"], "objective.phrase.lexicon"),
+    ("text", ["data.mixture=phrase@text:1", "objective.phrase.p_mask=0.95"], "objective.phrase"),
 ]
+
+
+def test_every_objective_config_validates_itself():
+    from codept.objectives import OBJECTIVES
+
+    assert [n for n, o in OBJECTIVES.items() if not hasattr(o.config, "__post_init__")] == []
 
 
 @pytest.mark.parametrize("recipe,items,key", HOSTILE, ids=[" ".join(i) for _, i, _ in HOSTILE])

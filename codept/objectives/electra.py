@@ -28,6 +28,13 @@ class Config:
     p_mask: float = 1.0  # of the selected: -> [MASK]
     p_random: float = 0.0  # of the selected: -> a random ordinary token; the rest stay
 
+    def __post_init__(self):
+        for name in ("rate", "p_mask", "p_random"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name}={getattr(self, name)}: must be in [0, 1]")
+        if self.p_mask + self.p_random > 1.0:
+            raise ValueError(f"p_mask + p_random = {self.p_mask + self.p_random}: must be <= 1")
+
 
 def build(vocab: render.Vocab, cfg: Config = Config()):
     def electra(view, rng: np.random.Generator, ctx=None) -> Example:

@@ -26,6 +26,10 @@ from codept.objectives.spec import Objective
 class Config:
     min_labels: int = 1  # documents with fewer labelled lines give no example
 
+    def __post_init__(self):
+        if self.min_labels < 0:
+            raise ValueError(f"min_labels={self.min_labels}: must be >= 0")
+
 
 def build(vocab: render.Vocab, cfg: Config = Config()):
     def exec_lines(view, rng: np.random.Generator, ctx=None) -> Example | None:

@@ -30,10 +30,21 @@ class Config:
     p_mask: float = 1.0
     p_random: float = 0.0
 
+    def __post_init__(self):
+        for name in ("rate", "p_mask", "p_random"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name}={getattr(self, name)}: must be in [0, 1]")
+        if self.p_mask + self.p_random > 1.0:
+            raise ValueError(f"p_mask + p_random = {self.p_mask + self.p_random}: must be <= 1")
+
 
 @dataclass(frozen=True)
 class TraceConfig:
     max_trace_tokens: int = 512  # the trace part is cut here (generation target length)
+
+    def __post_init__(self):
+        if self.max_trace_tokens < 1:
+            raise ValueError(f"max_trace_tokens={self.max_trace_tokens}: must be >= 1")
 
 
 def _joined(view, vocab: render.Vocab) -> tuple[np.ndarray, int]:

@@ -45,6 +45,13 @@ class Config:
     lexicon: str = ""  # path of a user lexicon (one entity / phrase per line); "" = none
     pos_chunks: bool = True  # Chinese: jieba part-of-speech entities and noun chunks
 
+    def __post_init__(self):
+        for name in ("rate", "p_mask", "p_random"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name}={getattr(self, name)}: must be in [0, 1]")
+        if self.p_mask + self.p_random > 1.0:
+            raise ValueError(f"p_mask + p_random = {self.p_mask + self.p_random}: must be <= 1")
+
 
 @lru_cache(maxsize=8)
 def lexicon_pattern(path: str):

@@ -204,6 +204,9 @@ def configure(items: list[str], run: RunConfig, sections: dict,
         if MODEL_OF.get(name) and "model" in s.sections:  # what its batches need (GLM: block positions)
             s.sections["model"] = dataclasses.replace(s.sections["model"], **MODEL_OF[name])
     check_engine(s, names)
+    for name in names:  # files an objective reads (phrase's lexicon), before the process group
+        lexicon = getattr(OBJECTIVES[name].config(**s.objectives.get(name, {})), "lexicon", "")
+        check_paths(f"objective.{name}.lexicon", lexicon)
     model = s.sections.get("model")
     if model is not None and s.run.seq_len > model.max_positions:
         raise ConfigError(f"seq_len={s.run.seq_len} > model.max_positions={model.max_positions}: a row's "
