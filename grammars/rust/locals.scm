@@ -74,3 +74,5 @@
 (inner_attribute_item (attribute (identifier) @local.member))
 (use_as_clause path: (identifier) @local.member)
 (attribute arguments: (token_tree (identifier) @local.member))
+; inside a macro's token tree (`format!("{}", self.name)`) `.name` is a member, as in code
+(token_tree "." . (identifier) @local.member)
