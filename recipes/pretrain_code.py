@@ -61,6 +61,7 @@ class DataConfig:
     #                 pairs), read by mixture entries objective@text (TextViews) and objective@pairs (PairViews)
     buffer: int = 256  # documents packed together (codept.data.pack)
     corpora: str = ""  # a `codept corpora fetch DEST --role train` folder: its train-role corpora join the sources
+    corpora_langs: str = ""  # comma-separated: only the corpora of these languages (registry `lang`); empty = all
     lang_bytes: int = 0  # > 0: per language, at most this many bytes of source files (balanced_files); 0 = all
     tokenizer: str = ""  # a tokenizer folder (`codept tokenizer train SRC --out DIR`); empty = BPE on the stdlib
 
@@ -106,14 +107,24 @@ def minilm_six_cpu():
                     warmup_steps=20, schedule="cosine", ds_config="zero2", precision="fp32",
                     out_dir="runs/minilm_six_cpu", save_every=100, keep_last=1, log_every=10)
     probe = ProbeConfig(holdout=0.05, project="", every=0, final_queries=200, baselines="", max_len=128)
-    return run, T.debug_cpu(), DataConfig(lang_bytes=4_000_000), {"probe": probe, "val": L.ValConfig(every=100, rows=16)}
+    data = DataConfig(lang_bytes=4_000_000, corpora_langs="python,go,java,ruby,php,javascript")
+    return run, T.debug_cpu(), data, {"probe": probe, "val": L.ValConfig(every=100, rows=16)}
+
+
+def minilm_seven_cpu():
+    # minilm_six_cpu's recipe on the train corpora of the seven languages added after the six (C, C++,
+    # C#, Rust, Bash, TypeScript, TSX: `codept corpora fetch DEST --only glibc boost pythonnet rust-std
+    # dracut rxjs react-spectrum-s2`, docs/languages.md); its own out_dir
+    run, model, data, extra = minilm_six_cpu()
+    data = dataclasses.replace(data, corpora_langs="c,cpp,csharp,rust,bash,typescript,tsx")
+    return dataclasses.replace(run, out_dir="runs/minilm_seven_cpu"), model, data, extra
 
 
 MINILM_SIX_STEPS = 350  # ~2.3 s per step on 2 CPU ranks: about 13.5 minutes of training
 PRESETS = {"debug_cpu": debug_cpu, "small_1xh200": small_1xh200, "base_8xh200": base_8xh200,
-           "minilm_six_cpu": minilm_six_cpu}
-NEEDS_INIT = {"minilm_six_cpu"}  # presets that continue pretraining: --init-from defaults to MiniLM
-NEEDS_CORPORA = {"minilm_six_cpu"}  # presets that train on fetched corpora: data.corpora is required
+           "minilm_six_cpu": minilm_six_cpu, "minilm_seven_cpu": minilm_seven_cpu}
+NEEDS_INIT = {"minilm_six_cpu", "minilm_seven_cpu"}  # presets that continue pretraining: --init-from defaults to MiniLM
+NEEDS_CORPORA = {"minilm_six_cpu", "minilm_seven_cpu"}  # presets that train on fetched corpora: data.corpora is required
 
 
 def configure(preset: str, items: list[str]):
@@ -133,7 +144,7 @@ def configure(preset: str, items: list[str]):
     L.check_paths("data.sources", data.sources)
     L.check_paths("data.text", data.text)
     if data.corpora:
-        train_corpora(data.corpora)  # its manifest lists train corpora that are there
+        train_corpora(data.corpora, data.corpora_langs)  # its manifest lists train corpora that are there
     try:
         check_sources(settings.sections["probe"])
     except ValueError as e:
@@ -154,17 +165,21 @@ def minilm_dir() -> Path:
     return Path(spec.origin).parent / "model"
 
 
-def train_corpora(dest: str) -> list[str]:
+def train_corpora(dest: str, langs: str = "") -> list[str]:
     """The folders of the corpora of role ``train`` fetched into `dest` (``codept corpora fetch DEST
-    --role train``: DEST/corpora.json, status ok), in the manifest's order."""
+    --role train``: DEST/corpora.json, status ok), in the manifest's order; only those of the
+    comma-separated `langs` when given."""
     root = Path(dest).expanduser()
     manifest = root / "corpora.json"
     if not manifest.is_file():
         raise ConfigError(f"data.corpora={dest}: no corpora.json there; run `codept corpora fetch {dest} --role train`")
     rows = json.loads(manifest.read_text())["corpora"]
-    names = [r["name"] for r in rows if r.get("role") == "train" and r.get("status") == "ok" and (root / r["name"]).is_dir()]
+    keep = {x for x in langs.split(",") if x}
+    names = [r["name"] for r in rows if r.get("role") == "train" and r.get("status") == "ok" and (root / r["name"]).is_dir()
+             and (not keep or r.get("lang") in keep)]
     if not names:
-        raise ConfigError(f"data.corpora={dest}: corpora.json lists no fetched corpus of role train")
+        raise ConfigError(f"data.corpora={dest}: corpora.json lists no fetched corpus of role train"
+                          + (f" in data.corpora_langs={langs}" if keep else ""))
     return [str(root / n) for n in names]
 
 
@@ -225,7 +240,7 @@ def corpora(job: L.Job) -> L.Corpora:
     from codept.tokenizer import default_tokenizer_dir
 
     data, pcfg, vcfg, is_main = job.section("data"), job.section("probe"), job.section("val"), job.is_main
-    sources = [s for s in data.sources.split(",") if s] + (train_corpora(data.corpora) if data.corpora else [])
+    sources = [s for s in data.sources.split(",") if s] + (train_corpora(data.corpora, data.corpora_langs) if data.corpora else [])
     balance = None
     if data.lang_bytes:  # per-language byte budget: no language dominates the views by bytes
         sources, balance = balanced_files(sources or [str(p) for p in stdlib_files()], data.lang_bytes)

@@ -451,8 +451,13 @@ def test_minilm_six_cpu_preset_and_balanced_files(tmp_path):
         shutil.copytree(stdlib_root() / name, tmp_path / name)
     shutil.copytree(REPO / "grammars", tmp_path / "fixtures")
     (tmp_path / "corpora.json").write_text(json.dumps({"corpora": [
-        {"name": "json", "role": "train", "status": "ok"}, {"name": "email", "role": "eval", "status": "ok"},
-        {"name": "fixtures", "role": "train", "status": "ok"}, {"name": "gone", "role": "train", "status": "ok"}]}))
+        {"name": "json", "role": "train", "status": "ok", "lang": "python"},
+        {"name": "email", "role": "eval", "status": "ok", "lang": "python"},
+        {"name": "fixtures", "role": "train", "status": "ok", "lang": "go"},
+        {"name": "gone", "role": "train", "status": "ok", "lang": "python"}]}))
+    with pytest.raises(ConfigError, match="no fetched corpus of role train in data.corpora_langs=c,cpp"):
+        R.configure("minilm_seven_cpu", [f"data.corpora={tmp_path}"])  # the seven languages' preset: none here
+    assert R.train_corpora(str(tmp_path), "go,rust") == [str(tmp_path / "fixtures")]
     s, mixture = R.configure("minilm_six_cpu", [f"data.corpora={tmp_path}", "steps=5"])
     assert mixture == [("code_doc", 1.0)] and s.run.lr == 2e-5 and s.sections["data"].lang_bytes == 4_000_000
     assert s.sections["probe"].project == "" and s.sections["probe"].every == 0 and s.run.steps == 5
