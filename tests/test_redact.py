@@ -31,6 +31,8 @@ SECRETS = {  # kind -> (planted Python line(s), the secret text that must disapp
     "email": ("# Maintainer: Jane Roe <jane.roe@corp-mail.co.uk>", "jane.roe@corp-mail.co.uk"),
     "ipv4": ('UPSTREAM = ("52.94.236.248", 443)', "52.94.236.248"),
     "ipv6": ('MIRROR = "2a00:1450:4001:81c::200e"', "2a00:1450:4001:81c::200e"),
+    "slack_webhook": ('HOOK = "https://hooks.slack.com/services/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"',
+                      "B08N3J1LS2K/Ab12Cd34Ef56Gh78Ij90Kl12"),
 }
 PLANTED = Counter({k: 1 for k in SECRETS} | {"key_assignment": 2})
 
@@ -144,6 +146,49 @@ def test_ipv4_after_words_containing_ver_is_redacted(text, expected):
     "release: 93.184.216.34", "RFC 104.16.132.229", 'driver_addr = "10.1.2.3"',  # the last: private, kept
 ])
 def test_version_contexts_are_kept(text):
+    assert redact(text) == (text, Counter())
+
+
+@pytest.mark.parametrize("text", [
+    # kernel releases: 4 parts and a -suffix, or after "kernel" (they were redacted as IPs)
+    "5.15.167.4-microsoft-standard", "Linux box 6.6.87.2-microsoft-standard-WSL2 #1 SMP", 'uname = "4.19.128.1-generic"',
+    "kernel 5.15.153.1",
+    # object identifiers written bare
+    '"2.5.29.17"', 'ED25519 = "1.3.101.112"', "EV_POLICY = '2.23.140.1'", "1.3.6.1.4.1", "1.3.6.1.4.1.311.60.2.1.3",
+    "snmpwalk -v2c host 1.3.6.1.2.1.1",
+    # numbers with thousands separators
+    "1,234,567", "1.234.567", "1,234,567,890", "12.345.678,90 EUR", "a total of 1.150.200.100,50",
+    "€ 1.150.200.100", "1.150.200.100 EUR", "1.150.200.100 bytes", "$1.150.200.100",
+])
+def test_versions_oids_and_numbers_are_not_ips(text):
+    assert redact(text) == (text, Counter())
+
+
+@pytest.mark.parametrize("text,expected,n", [
+    # the other direction: the same shapes as hosts stay redacted
+    ("52.95.110.1-52.95.110.255", "<IP>-<IP>", 2),  # a range: '-' and a digit
+    ("ssh 151.101.129.140", "ssh <IP>", 1), ("151.101.129.140:443", "<IP>:443", 1),
+    ("http://151.101.129.140/x", "http://<IP>/x", 1), ("1.150.200.100", "<IP>", 1),  # no amount context
+    ("host 1.150.200.100, port 22", "host <IP>, port 22", 1),  # ', ' is no decimal comma
+])
+def test_host_shapes_stay_redacted(text, expected, n):
+    assert redact(text) == (expected, Counter({"ipv4": n}))
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("https://hooks.slack.com/services/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",
+     "https://hooks.slack.com/services/<KEY>"),
+    ('curl -X POST -d @msg.json "https://hooks.slack.com/services/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"',
+     'curl -X POST -d @msg.json "https://hooks.slack.com/services/<KEY>"'),
+    ("SLACK_URL=https://hooks.slack.com/workflows/T01ABCDEF/A02BCDEFG/412345678901234567/abcDEF123ghiJKL456mno",
+     "SLACK_URL=https://hooks.slack.com/workflows/<KEY>"),
+])
+def test_slack_webhooks_are_redacted(text, expected):
+    assert redact(text) == (expected, Counter({"slack_webhook": 1}))
+
+
+def test_slack_documentation_webhook_is_kept():
+    text = "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX"
     assert redact(text) == (text, Counter())
 
 

@@ -12,10 +12,11 @@ Algorithm (one pass per kind, in this order, so an earlier replacement is never 
    the token, so quotes and concatenation survive. A BEGIN line with no END: the base64 lines that
    follow it. A body with no 16+ character base64 run (a ``%s`` template) is kept.
 2. Known token formats -> ``<KEY>``: AWS access key ids (``AKIA``/``ASIA`` + 16), GitHub tokens
-   (``ghp_ gho_ ghu_ ghs_ ghr_`` + 36+, ``github_pat_``), Slack (``xox[abposr]-``), Google API keys
+   (``ghp_ gho_ ghu_ ghs_ ghr_`` + 36+, ``github_pat_``), Slack (``xox[abposr]-``; webhook URLs
+   ``hooks.slack.com/services/<KEY>``, also ``/workflows/``, ``/triggers/``), Google API keys
    (``AIza`` + 35), Stripe (``sk_live_``/``rk_live_``/``pk_live_``), JSON Web Tokens (``eyJ..``),
    and the token after ``Bearer``. Kept: documentation examples (``AKIAIOSFODNN7EXAMPLE``,
-   ``ghp_xxxxxx..``).
+   ``ghp_xxxxxx..``, Slack's ``T00000000/B00000000/XXXXXXXX..``).
 3. ``key_assignment``: a name containing key/token/secret/passw(or)d/pwd/credential (not
    tokenizer, keyword, public_key, *_sha256, hash, ...) assigned (``=``, ``:``, ``=>``, ``:=``) a
    quoted value, or a bare value in a config-like line (``NAME=value`` alone on its line, as in
@@ -36,10 +37,16 @@ Algorithm (one pass per kind, in this order, so an earlier replacement is never 
    ``192.0.2.x``/``198.51.100.x``/``203.0.113.x``, reserved, shared), multicast, well-known public
    resolvers (8.8.8.8, 1.1.1.1, ...), quads whose first three parts are single digits
    (``7.1.4.34``, ``8.2.4.44``: versions and spec sections far more often than hosts), and quads
-   right after the word version/ver/v/release/section/rfc/oid/identifier on the same line, the word
-   standing alone or as a camelCase part (``__version__ = "10.2.30.4"``, ``ObjectIdentifier("2.5.29.17")``;
-   not ``SERVER_IP``, ``# server``, ``driver_addr``, ``convert``). Three-part versions
-   (``"1.2.3"``) are never IPs.
+   right after the word version/ver/v/release/section/rfc/oid/identifier/kernel on the same line, the
+   word standing alone or as a camelCase part (``__version__ = "10.2.30.4"``, ``ObjectIdentifier("2.5.29.17")``;
+   not ``SERVER_IP``, ``# server``, ``driver_addr``, ``convert``), quads followed by ``-`` and a
+   letter (kernel releases ``5.15.167.4-microsoft-standard``, ``-generic``; a range ``a.b.c.d-e.f.g.h``
+   is still two IPs), quads in the object-identifier arcs 1.0, 1.2, 1.3, 2.5 and 2.23
+   (``2.5.29.17`` subjectAltName, ``1.3.101.112`` Ed25519, ``2.23.140.1``: five /16 networks never
+   redacted, a trade-off for OIDs written bare), and numbers with thousands separators: three-digit
+   groups (``1.150.200.100``) with a decimal comma after (``,50``), a currency sign or code or a unit
+   word next to them (``€ 1.150.200.100``, ``1.150.200.100 EUR``, ``... bytes``). Three-part
+   versions (``"1.2.3"``, ``1.234.567``) and longer dotted numbers are never IPs.
 7. ``ipv6``: only global unicast (``2000::/3``) addresses with >= 4 written groups that
    ``ipaddress`` accepts, not followed by ``/prefix``; so ``Foo::bar``, ``x[1::2]``, ``::1``,
    ``fe80::``, ``2001:db8::`` (documentation), times ``12:34:56`` and MAC addresses never match.
@@ -142,6 +149,9 @@ TOKEN_PATTERNS: list[tuple[str, re.Pattern]] = [
     ("github_token", re.compile(r"(?P<v>gh[pousr]_(?<![A-Za-z0-9_]....)[A-Za-z0-9]{36,255}"
                                 r"|github_pat_(?<![A-Za-z0-9_]...........)[A-Za-z0-9_]{22,255})")),
     ("slack_token", re.compile(r"(?P<v>xox[abposr]-(?<![A-Za-z0-9].....)[A-Za-z0-9-]{10,250})")),
+    # the URL is the credential: whoever has it can post; the host and /services/ are kept
+    ("slack_webhook", re.compile(r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<v>[A-Za-z0-9_-]{6,64}"
+                                 r"(?:/[A-Za-z0-9_-]{6,64}){1,3})")),
     ("google_api_key", re.compile(r"(?P<v>AIza(?<![A-Za-z0-9]....)[0-9A-Za-z_-]{35})(?![A-Za-z0-9_-])")),
     ("stripe_key", re.compile(r"k_live_(?<=[spr]k_live_)(?<![A-Za-z0-9]........)(?P<v>[0-9A-Za-z]{16,250})")),
     ("jwt", re.compile(r"(?P<v>eyJ(?<![A-Za-z0-9_-]...)[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})")),
@@ -310,7 +320,7 @@ SECTION_LIKE_RE = re.compile(r"\d\.\d\.\d\.")  # 7.1.4.34, 8.2.4.44: versions an
 # camelCase hump (``pythonVersion``, ``ObjectIdentifier``), and end before a lower-case letter; so
 # ``SERVER_IP``, ``server``, ``driver_addr``, ``void`` and ``verify`` are no version context.
 VERSION_WORD = (r"(?:(?<![A-Za-z])|(?<=[a-z])(?=[A-Z]))"
-                r"(?i:versions?|ver|release|v|section|sect|§|rfc|oid|identifier)(?![a-z])")
+                r"(?i:versions?|ver|release|v|section|sect|§|rfc|oid|identifier|kernel)(?![a-z])")
 VERSION_CONTEXT_RE = re.compile(VERSION_WORD + r"[\w\"' ]{0,20}[=:( ]*[\"']?v?$")
 PUBLIC_RESOLVERS = frozenset({"8.8.8.8", "8.8.4.4", "1.1.1.1", "1.0.0.1", "9.9.9.9", "149.112.112.112",
                               "208.67.222.222", "208.67.220.220"})
@@ -324,10 +334,22 @@ def _line_before(text: str, pos: int, n: int = 40) -> str:
     return text[start:pos]
 
 
-def _keep_ipv4(v: str, before: str) -> bool:
+OID_ARCS_RE = re.compile(r"(?:1\.[023]|2\.5|2\.23)\.")  # iso standard / member-body / org; joint ds, intl orgs
+RELEASE_SUFFIX_RE = re.compile(r"-[A-Za-z]")  # 5.15.167.4-microsoft-standard, -generic, -aws
+THOUSANDS_RE = re.compile(r"\d{1,3}(?:\.\d{3}){3}")  # 1.150.200.100: the shape of a number >= 10^9
+CURRENCY = r"[$€£¥]|(?:EUR|USD|GBP|CHF|JPY|eur|usd)\b"
+AMOUNT_AFTER_RE = re.compile(
+    r",\d|[ \t]?(?:" + CURRENCY + r"|%|(?i:euros?|dollars?|bytes|bits|rows|records|items|units|people|"
+    r"inhabitants|users|views|downloads|copies|tons?|km|kg)\b)")
+AMOUNT_BEFORE_RE = re.compile(r"(?:" + CURRENCY + r")[ \t]?$")
+
+
+def _keep_ipv4(v: str, before: str, after: str) -> bool:
     ip = ipaddress.IPv4Address(v)
     return (not ip.is_global or ip.is_multicast or v in PUBLIC_RESOLVERS or bool(SECTION_LIKE_RE.match(v))
-            or bool(VERSION_CONTEXT_RE.search(before)))
+            or bool(VERSION_CONTEXT_RE.search(before)) or bool(RELEASE_SUFFIX_RE.match(after))
+            or bool(OID_ARCS_RE.match(v))
+            or (THOUSANDS_RE.fullmatch(v) is not None and bool(AMOUNT_AFTER_RE.match(after) or AMOUNT_BEFORE_RE.search(before))))
 
 
 def _redact_ipv4(text: str, counts: Counter) -> str:
@@ -337,7 +359,7 @@ def _redact_ipv4(text: str, counts: Counter) -> str:
         if first is None:
             continue
         v = text[first.start():m.end()]
-        if not _keep_ipv4(v, _line_before(text, first.start())):
+        if not _keep_ipv4(v, _line_before(text, first.start()), text[m.end():m.end() + 12]):
             edits.append((first.start(), m.end(), IP))
     counts["ipv4"] += len(edits)
     return _splice(text, edits)
