@@ -66,8 +66,10 @@ class Run:
     leftover_shm: list  # this job's /dev/shm files still there when it ended (then deleted)
 
 
-def launch(out: Path, *args: str, nproc: int = 2, kill_when=None, timeout: float = 420) -> Run:
-    """Run the worker under the deepspeed launcher; ``kill_when()`` -> True SIGKILLs the whole job."""
+def launch(out: Path, *args: str, nproc: int = 2, kill_when=None, timeout: float = 420,
+           kill_signal: int = signal.SIGKILL) -> Run:
+    """Run the worker under the deepspeed launcher; ``kill_when()`` -> True sends ``kill_signal``
+    (default SIGKILL) to the whole job."""
     out.mkdir(parents=True, exist_ok=True)
     port = _free_port()
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "TORCH_EXTENSIONS_DIR": str(EXT_DIR),
@@ -82,7 +84,7 @@ def launch(out: Path, *args: str, nproc: int = 2, kill_when=None, timeout: float
         try:
             while p.poll() is None:
                 if kill_when is not None and kill_when():
-                    os.killpg(p.pid, signal.SIGKILL)  # kill -9 of the whole job
+                    os.killpg(p.pid, kill_signal)  # kill -9 (or -TERM, -INT) of the whole job
                     killed = True
                     break
                 if time.time() - t0 > timeout:
@@ -330,3 +332,14 @@ def test_a_planted_pickle_runs_no_code_on_resume(uninterrupted, tmp_path):
     with pytest.raises(ckpt.CheckpointError, match="refused unread"):
         ckpt.load_allowed(optim, E.checkpoint_globals())
     assert not marker.exists()
+
+
+@pytest.mark.slow
+def test_one_rank_killed_by_sigterm_leaves_no_shm_file(tmp_path):
+    """A single-rank CPU run killed by a signal (SIGTERM here: a scheduler's or `timeout`'s) left its
+    66 MiB /dev/shm/deepspeed_allreduce_buffer_* file: only multi-rank runs unlinked theirs at init."""
+    out = tmp_path / "run"
+    run = launch(out, "--mode", "train", "--set", "steps=200", "save_every=0", "--step_sleep", "0.2", nproc=1,
+                 kill_when=lambda: len(losses(out / "losses.jsonl")) >= 2, kill_signal=signal.SIGTERM)
+    assert run.killed, run.output[-3000:]
+    assert run.leftover_shm == [], (run.leftover_shm, run.output[-3000:])

@@ -140,11 +140,13 @@ def init_distributed(timeout_s: float = 1800.0) -> World:
     if backend == "gloo":
         tune_cpu_allocator()
     deepspeed.init_distributed(dist_backend=backend, timeout=timedelta(seconds=timeout_s))
-    if backend == "gloo" and dist.get_world_size() > 1:
+    if backend == "gloo":
         # every rank created its shared-memory buffer file and mapped its peers' inside
         # init_distributed (DeepSpeed's shm_initialize); past this barrier nobody opens them again,
-        # so each rank unlinks its own now: no exit path (error, SIGTERM, kill -9) can leave them
-        dist.barrier()
+        # so each rank unlinks its own now: no exit path (error, SIGTERM, SIGINT, kill -9) can leave
+        # them. One rank has no peer to wait for (it too made its 66 MiB file).
+        if dist.get_world_size() > 1:
+            dist.barrier()
         remove_shm_files()
     local = int(os.environ.get("LOCAL_RANK", 0))
     if get_accelerator().device_name() != "cpu":
