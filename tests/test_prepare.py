@@ -165,7 +165,7 @@ def test_rows_dedup_and_redaction_in_manifest(tmp_path, tok_dir):
         {"content": body.replace("\n", "\r\n"), "lang": "Python", "path": "a_crlf.py"},  # exact dup
         {"content": "# copy\n" + body + "\nX = 1\n", "lang": "py", "path": "a_near.py"},  # near dup
         {"content": 'KEY = "AKIAQWERTYUIOPASDFGH"\nmail = "dev@corp-mail.net"\n', "lang": "python", "path": "s.py"},
-        {"content": "fn main() {}", "lang": "rust"},
+        {"content": "IDENTIFICATION DIVISION.", "lang": "cobol"},
         "not an object",
     ]
     data = tmp_path / "rows.jsonl"
