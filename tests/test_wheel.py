@@ -59,6 +59,9 @@ def _venv(wheel: Path) -> Path:
     with open(venv.parent / f".{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one builder at a time; the others then find it ready
         if not (venv / ".ready").is_file():
+            for old in venv.parent.iterdir():  # venvs of older dependency sets (1.7 GB each)
+                if old.is_dir() and old != venv:
+                    shutil.rmtree(old, ignore_errors=True)
             shutil.rmtree(venv, ignore_errors=True)
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
             _pip(python, "torch==2.13.0")  # first, pinned: the CPU wheel on local disk
