@@ -13,6 +13,8 @@ collator with the per-document 4-D attention mask that Hugging Face models need.
    over DataLoader workers: worker w of W packs buffers start + w, start + w + W, ... (each buffer
    is a pure function of its index), so the union over workers x ranks holds every row of the
    ranks' streams exactly once; with ``buffers=N`` it ends after buffers [start, start + N).
+   Every iteration starts again at buffer ``start`` (the same rows and masks): for more data, a
+   later ``start`` or no ``buffers`` limit, not a second pass.
    Rows are dicts of NumPy arrays (codept.data.pack); batch them with codept.data.collate.collate
    (codept's own model) or :class:`HFCollator`.
 3. :func:`hf_dataset`: the same rows as a ``datasets.IterableDataset`` (finite: ``buffers``), in
