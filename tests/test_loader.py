@@ -157,12 +157,14 @@ ref = list(itertools.islice(make(), 300))
 got = list(itertools.islice(make().iter_loader(2), 300))
 assert all(type(r["input_ids"]).__name__ == "ndarray" for r in got)
 assert all((a[k] == b[k]).all() for a, b in zip(ref, got) for k in a)
+assert not [m for m in sys.modules if m.split(".")[0] == "deepspeed"], "a user's loop imported deepspeed"
 print("rows", len(got))
 """
 
 
 def test_iter_loader_two_workers_under_a_low_open_file_limit(prepared):
-    """Before the fix: OSError [Errno 24] Too many open files in the workers' feeder thread, then a hang."""
+    """Before the fix: OSError [Errno 24] Too many open files in the workers' feeder thread, then a hang.
+    The same process checks that codept.loader's path never imports deepspeed."""
     r = subprocess.run([sys.executable, "-c", textwrap.dedent(ITER_LOADER), *map(str, prepared[2])],
                        capture_output=True, text=True, timeout=180)
     assert r.returncode == 0 and "rows 300" in r.stdout, r.stderr[-2000:]
