@@ -59,7 +59,8 @@ def ar_run(tmp_path_factory):
     config = {"data.mixture": "ar:1", "data.sources": "", "steps": STEPS, "seq_len": 128, "global_batch_rows": 16,
               "lr": 3e-3, "schedule": "constant"}
     summary = {"preset": "debug_cpu", "steps": STEPS, "tokens_trained": 123456, "loss_first": 9.7, "loss_last": 6.1,
-               "val": {"step": STEPS, "docs": 7, "rows_per_rank": 32, "lm": {"loss": 6.25, "acc": 0.131, "n": 4000}},
+               "val": {"step": STEPS, "docs": 7, "rows_per_rank": 32, "lm": {"loss": 6.25, "acc": 0.131, "n": 4000},
+                       "by_objective": {"ar": {"lm": {"loss": 6.25, "acc": 0.131, "n": 4000}}}},
                "probe_mrr": {"in_domain": {"pairs": 90, "pool": 90, "model": 0.0812, "bm25": 0.41}}}
     run = write_run(tmp_path_factory.mktemp("ar") / "run", net, tok_dir, config, summary)
     prompts = batch["input_ids"][:4, :16]  # real code the model was trained on: it continues it
@@ -125,7 +126,7 @@ def test_model_card_has_data_mixture_steps_and_tables(ar_run, tmp_path):
     assert cli(["export", str(run), "--out", str(tmp_path / "hf")]) == 0
     card = (tmp_path / "hf" / "README.md").read_text()
     for want in ("BertLMHeadModel", "AutoModelForCausalLM", "| mixture | ar:1 |", f"| steps | {STEPS} |",
-                 "standard library", "| lm | 6.25 | 0.131 | 4000 |", "| in_domain | 0.41 | 0.0812 | 90 | 90 |",
+                 "standard library", "| lm | 6.25 | 0.131 | 4000 |", "| ar/lm | 6.25 | 0.131 | 4000 |", "| in_domain | 0.41 | 0.0812 | 90 | 90 |",
                  "| objectives training the `lm` head | ar |"):
         assert want in card, f"{want!r} not in the card:\n{card}"
 

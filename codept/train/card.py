@@ -50,8 +50,8 @@ def _val_rows(val: dict, prefix: str = "") -> list[list]:
     for k, v in val.items():
         if isinstance(v, dict) and "loss" in v:
             rows.append([prefix + k, v.get("loss"), v.get("acc"), v.get("n")])
-        elif isinstance(v, dict):
-            rows.extend(_val_rows(v, f"{prefix}{k}/"))
+        elif isinstance(v, dict):  # per objective ("by_objective": {key: {head: ...}}): rows "key/head"
+            rows.extend(_val_rows(v, prefix if k == "by_objective" else f"{prefix}{k}/"))
     return rows
 
 
