@@ -178,6 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--force", action="store_true", help="rebuild even when the cache is complete")
     pp.add_argument("--no-redact", action="store_true", help="keep secrets/PII (default: redact them)")
     pp.add_argument("--no-dedup", action="store_true", help="keep exact duplicates (default: drop them)")
+    pp.add_argument("--fields", action="store_true",
+                    help="object fields (self.x, this.x) as identifiers with comesFromField dataflow edges")
     pp.add_argument("--near-dedup", type=jaccard, default=0.0, metavar="JACCARD",
                     help="drop near-duplicates above this MinHash Jaccard similarity, e.g. 0.85 (default: off)")
     pp.add_argument("--worker-memory", type=int_at_least(-1), default=0, metavar="BYTES",

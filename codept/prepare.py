@@ -94,6 +94,7 @@ class PrepareConfig:
     num_perm: int = 128  # MinHash permutations
     shingle: int = 5  # words per MinHash shingle
     worker_memory: int = 0  # address-space limit per worker in bytes; 0 = 80% of RAM / workers, -1 = none
+    fields: bool = False  # object fields (self.x, this.x) as identifiers with comesFromField edges
 
     def __post_init__(self):
         if not 0 <= self.shard_index < self.num_shards:
@@ -158,7 +159,7 @@ def _view_one(state, item):
         if cfg.redact:
             text, redacted = redact(text)
         sig = minhash_signature(text, cfg.num_perm, cfg.shingle) if cfg.near_dedup else None
-        v = build_view(printable(rec.path), rec.lang, text, tok, max_depth=cfg.max_depth)
+        v = build_view(printable(rec.path), rec.lang, text, tok, max_depth=cfg.max_depth, fields=cfg.fields)
     except grammar.SkipFile as e:
         return idx, "skip", e.reason, e.detail
     stats = {
@@ -215,6 +216,8 @@ def _settings(cfg: PrepareConfig, tokenizer_dir: Path):
     cfg_d.pop("workers")  # does not change the output
     if not cfg_d["worker_memory"]:
         cfg_d.pop("worker_memory")  # the machine-derived default: keys stay those of earlier versions
+    if not cfg_d["fields"]:
+        cfg_d.pop("fields")  # the default: as before the option existed
     h.update(json.dumps(cfg_d, sort_keys=True).encode())
     return h
 
@@ -563,7 +566,8 @@ def main(args) -> int:
         cfg = PrepareConfig(max_bytes=args.max_bytes, max_depth=args.max_depth, timeout=args.timeout,
                             workers=args.workers, num_shards=args.num_shards, shard_index=args.shard_index,
                             redact=not args.no_redact, dedup=not args.no_dedup, near_dedup=args.near_dedup,
-                            worker_memory=int(getattr(args, "worker_memory", 0) or 0))
+                            worker_memory=int(getattr(args, "worker_memory", 0) or 0),
+                            fields=bool(getattr(args, "fields", False)))
     except ValueError as e:  # a bad setting: the message names it
         return _error(e)
     try:

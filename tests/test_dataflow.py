@@ -161,7 +161,7 @@ def test_walk_routes_flow_patterns_exactly(lang):
         ref = grammar.query_rows(lang, src, "flow")
         want = sorted((s, e, kinds.FLOW_KIND_ID[n.split(".", 1)[1]]) for n, rows in ref.items()
                       if not n.startswith("_") for s, e in rows.tolist())
-        assert sorted(map(tuple, grammar.parse(lang, src).flow.tolist())) == want, p.name
+        assert sorted(map(tuple, grammar.parse(lang, src, fields=True).flow.tolist())) == want, p.name
 
 
 SNIPPETS = {
@@ -222,3 +222,101 @@ def test_edges_survive_dropped_identifiers(small_tok):
     for d, s, k in v.dataflow.tolist():
         if k == dataflow.COMES_FROM:
             assert v.idents[d, 4] == v.idents[s, 4]
+
+
+# -- issue 28.2: paths and edges found missing or wrong against GraphCodeBERT's extractor ---------
+# Occurrences are named by _named_edges: the k-th identifier with a name is name + k (a leading $
+# dropped). Each test failed on main cc47b59 (the edge sets it printed are in the comments).
+
+SWAPS = {  # a0 b0 | a1 b1 = b2 a2 (the swap) | return a3 b3
+    "python": ("s.py", "def f(a, b):\n    a, b = b, a\n    return a, b\n"),
+    "javascript": ("s.js", "function f(a, b) { [a, b] = [b, a]; return [a, b]; }\n"),
+    "go": ("s.go", "package s\n\nfunc f(a, b int) (int, int) { a, b = b, a; return a, b }\n"),
+    "ruby": ("s.rb", "def f(a, b)\n  a, b = b, a\n  [a, b]\nend\n"),
+    "php": ("s.php", "<?php\nfunction f($a, $b) { [$a, $b] = [$b, $a]; return [$a, $b]; }\n"),
+}
+
+
+@pytest.mark.parametrize("lang", sorted(SWAPS))
+def test_tuple_swap_pairs_each_target_with_its_value(lang, small_tok):
+    """`a, b = b, a`: a <- b and b <- a only (main gave a <- a, b and b <- a, b)."""
+    from codept.structure.view import build_view
+
+    got = _named_edges(build_view(SWAPS[lang][0], lang, SWAPS[lang][1], small_tok))
+    assert got == {("b2", "b0", "comesFrom"), ("a2", "a0", "comesFrom"), ("a1", "b2", "computedFrom"),
+                   ("b1", "a2", "computedFrom"), ("a3", "a1", "comesFrom"), ("b3", "b1", "comesFrom")}, lang
+
+
+def _py(src: str, small_tok) -> set:
+    from codept.structure.view import build_view
+
+    return _named_edges(build_view("t.py", "python", src, small_tok))
+
+
+def test_for_else_with_break_keeps_the_pre_loop_value_out(small_tok):
+    """v = 0 never reaches `return v`: break sets v = 1, the normal end runs else (main: v0 reached)."""
+    src = "def f(xs):\n    v = 0\n    for i in xs:\n        if i:\n            v = 1\n            break\n" \
+          "    else:\n        v = 2\n    return v\n"
+    got = _py(src, small_tok)
+    assert {e for e in got if e[0] == "v3"} == {("v3", "v1", "comesFrom"), ("v3", "v2", "comesFrom")}
+
+
+def test_walrus_in_a_comprehension_binds_in_the_function(small_tok):
+    """`[y := x ...]` then `return y`: y reaches (main: the walrus bound in the comprehension, no edge)."""
+    got = _py("def f(xs):\n    ys = [(y := x) for x in xs]\n    return y\n", small_tok)
+    assert ("y1", "y0", "comesFrom") in got
+
+
+def test_finally_is_reached_by_what_an_exception_skipped_past(small_tok):
+    """r = 1 reaches finally when k() raises; after the try only the normal path (main: r2 only)."""
+    src = "def f(k):\n    r = 0\n    try:\n        r = 1\n        r = k()\n    finally:\n        h(r)\n    return r\n"
+    got = _py(src, small_tok)
+    assert {e[1] for e in got if e[0] == "r3"} == {"r0", "r1", "r2"}
+    assert {e[1] for e in got if e[0] == "r4"} == {"r2"}
+
+
+def test_the_iterated_collection_is_evaluated_once(small_tok):
+    """`for x in xs: xs = x`: the header's xs is not reached by the body's xs (main: it was)."""
+    got = _py("def f(xs):\n    for x in xs:\n        xs = x\n    return xs\n", small_tok)
+    assert {e[1] for e in got if e[0] == "xs1"} == {"xs0"}
+
+
+CLOSURES = {  # the outer definition x0 (or $x0), the closure's read x1; no other x
+    "python": ("c.py", "def f():\n    x = 1\n    g = lambda: x\n    return g\n"),
+    "java": ("C.java", "class C {\n  Runnable f() {\n    int x = 1;\n    Runnable g = () -> use(x);\n    return g;\n  }\n}\n"),
+    "javascript": ("c.js", "function f() { const x = 1; const g = () => x; return g; }\n"),
+    "go": ("c.go", "package c\n\nfunc f() func() int { x := 1; g := func() int { return x }; return g }\n"),
+    "ruby": ("c.rb", "def f\n  x = 1\n  g = -> { x }\n  g\nend\n"),
+    "php": ("c.php", "<?php\nfunction f() { $x = 1; $g = function () use ($x) { return 0; }; return $g; }\n"),
+}
+
+
+@pytest.mark.parametrize("lang", sorted(CLOSURES))
+def test_closure_reads_get_comes_from_nonlocal_edges(lang, small_tok):
+    """A closure's read of an enclosing variable: one comesFromNonlocal edge, no function-local one
+    (main: no edge at all)."""
+    from codept.structure.view import build_view
+
+    got = _named_edges(build_view(CLOSURES[lang][0], lang, CLOSURES[lang][1], small_tok))
+    xs = {e for e in got if e[0].startswith("x")}
+    assert xs == {("x1", "x0", "comesFromNonlocal")}, (lang, got)
+
+
+def test_nonlocal_global_and_module_names(small_tok):
+    src = ("n = 0\n\n\ndef bump():\n    global n\n    n += 1\n\n\ndef outer():\n    m = 0\n\n    def inc():\n"
+           "        nonlocal m\n        m += 1\n        return n\n    return inc\n")
+    got = _py(src, small_tok)  # n0 | n1 (global) n2 | m0 | m1 (nonlocal) m2 | n3
+    assert ("n2", "n0", "comesFromNonlocal") in got and ("m2", "m0", "comesFromNonlocal") in got
+    assert {e[1] for e in got if e[0] == "n3"} == {"n0", "n2"}
+    assert not any(e[0] in ("n1", "m1") or e[1] in ("n1", "m1") for e in got)  # declarations: no flow
+
+
+def test_object_fields_are_off_by_default_and_give_field_edges_when_on(small_tok):
+    from codept.structure.view import build_view
+
+    src = "class C:\n    def __init__(self, v):\n        self.x = v\n\n    def get(self):\n        return self.x\n"
+    off, on = (build_view("c.py", "python", src, small_tok, fields=f) for f in (False, True))
+    assert len(on.idents) == len(off.idents) + 2 and not (off.dataflow[:, 2] == dataflow.COMES_FROM_FIELD).any()
+    got = _named_edges(on)
+    assert {e for e in got if "x" in (e[0][0], e[1][0])} == {("x1", "x0", "comesFromField"), ("x0", "v1", "computedFrom")}
+    assert {e for e in got if "x" not in (e[0][0], e[1][0])} == _named_edges(off)

@@ -21,8 +21,13 @@ written). Output: ``(E, 3)`` int64 rows ``[dst, src, kind]`` of identifier row i
                             return x``; Java lambdas and anonymous classes, JS closures, Go func
                             literals, Ruby lambdas, PHP ``use``), and a write through ``nonlocal`` /
                             ``global`` / a closure assignment reaching a use outside its function
+  kind 3 ``COMES_FROM_FIELD``
+                            only in views built with fields: dst is a read (or update) of an object
+                            field (``self.x``, ``this.x``, ``$this->x``, Ruby ``@x``; one variable
+                            per name per file), src a write of it that may reach it: in the same
+                            function by the paths above, from another method as for nonlocal edges
 Kinds 0 and 1 are GraphCodeBERT's function-local view (:data:`LOCAL_KINDS`): no such edge joins two
-units. Kind 3 (``COMES_FROM_FIELD``) is reserved for object fields and not produced yet.
+units.
 
 Algorithm (syntax-directed reaching definitions; no control-flow graph is built):
   1. every identifier gets a flow role: DEF (a ``@local.definition``, or ``@flow.write``), UPDATE
@@ -85,6 +90,7 @@ import bisect
 import numpy as np
 
 from codept.structure import kinds
+from codept.structure.offsets import rows_in
 
 COMES_FROM, COMPUTED_FROM, COMES_FROM_NONLOCAL, COMES_FROM_FIELD = 0, 1, 2, 3
 EDGE_KINDS = ("comesFrom", "computedFrom", "comesFromNonlocal", "comesFromField")
@@ -96,7 +102,7 @@ _BRANCH, _SWITCH, _FALL = _K["branch"], _K["switch"], _K["switch.fallthrough"]
 _ARM, _DEFAULT, _TRY, _HANDLER, _FINALLY = _K["arm"], _K["default"], _K["try"], _K["handler"], _K["finally"]
 _EXIT, _BREAK, _CONTINUE = _K["exit"], _K["break"], _K["continue"]
 _TARGET, _VALUE, _WRITE, _UPDATE = _K["target"], _K["value"], _K["write"], _K["update"]
-_NOBREAK, _COLLECTION, _ITEM = _K["nobreak"], _K["collection"], _K["item"]
+_NOBREAK, _COLLECTION, _ITEM, _FIELD = _K["nobreak"], _K["collection"], _K["item"], _K["field"]
 _HEADER = len(_K)  # a synthetic node: a loop header's target, [_HEADER, children, what it is computed from]
 _UNITS = (_FUNCTION, _COPY)
 # nesting rank of regions on the same node (smaller = outer)
@@ -122,15 +128,14 @@ def flow_roles(idents: np.ndarray, flow: np.ndarray, defs: np.ndarray,
     """(I,) flow role of every identifier (USE/DEF/UPDATE/NONE) and (I,) bool: is it a
     function/method/class name (binds outside its own unit)."""
     role = np.where(idents[:, 2] == kinds.ROLE_DEF, DEF, USE)
-    key = _keys(idents)
     for kind, value in ((_WRITE, DEF), (_UPDATE, UPDATE)):
         rows = flow[flow[:, 2] == kind]
         if len(rows):
-            role[np.isin(key, _keys(rows))] = value
+            role[rows_in(idents, rows)] = value
     if decls is not None and len(decls):
-        role[np.isin(key, _keys(decls))] = NONE
+        role[rows_in(idents, decls)] = NONE
     named = defs[_PARENT_KINDS[defs[:, 2]]] if len(defs) else defs
-    outer = np.isin(key, _keys(named)) if len(named) else np.zeros(len(idents), bool)
+    outer = rows_in(idents, named)
     return role, outer & (role == DEF)
 
 
@@ -267,6 +272,21 @@ def _sharing(units: Units, binding: np.ndarray, role: np.ndarray) -> None:
 
 def _join(states: list) -> dict:
     """Union of the live states (all of them if none is live; the result is then dead)."""
+    if len(states) == 2:  # the common case: no list of live states
+        a, b = states
+        if DEAD in a:
+            if DEAD not in b:
+                return dict(b)
+        elif DEAD in b:
+            return dict(a)
+        out = dict(a)
+        for k, ds in b.items():
+            o = out.get(k)
+            if o is None:
+                out[k] = ds
+            elif o is not ds:
+                out[k] = o | ds
+        return out
     live = [s for s in states if DEAD not in s]
     pick = live or states
     out = dict(pick[0])
@@ -295,7 +315,9 @@ def _item_pairs(tkids: list, vkids: list) -> list | None:
     """Step 3's destructuring rule: [(target children, value children)] pairing item k with item
     k (recursively), or None when the two sides are not lists of items of one length."""
     n = len(tkids)
-    if n == 0 or n != len(vkids) or not all(_is(c, _ITEM) for c in tkids) or not all(_is(c, _ITEM) for c in vkids):
+    if n == 0 or n != len(vkids) or tkids[0].__class__ is int or tkids[0][0] != _ITEM:  # the common case first
+        return None
+    if not all(_is(c, _ITEM) for c in tkids) or not all(_is(c, _ITEM) for c in vkids):
         return None
     out: list = []
     for t, v in zip(tkids, vkids):
@@ -312,7 +334,9 @@ class _Interpreter:
 
     def __init__(self, role: list, binding: list, units: Units):
         self.role, self.binding, self.units = role, binding, units
-        self.edges: list[tuple[int, int, int]] = []
+        # edges as one int each: (dst * n + src) * 4 + kind (cheaper than tuples; decoded once)
+        self.edges: list[int] = []
+        self.n4 = 4 * len(role)
         self.jumps: list[list] = []  # [is_loop, breaks, continues] of the open loops and switches
         self.tries: list[dict] = []  # accumulators of the open try bodies (and finally entries)
         self.reads: list | None = None  # identifiers read in the value being evaluated
@@ -327,12 +351,24 @@ class _Interpreter:
         self.seq = 0
 
     def run(self, children: list, st: dict) -> dict:
+        role, binding, edges, n4 = self.role, self.binding, self.edges, self.n4
+        reads = self.reads  # every callee restores it
         n = len(children)
         k = 0
         while k < n:
             c = children[k]
-            if isinstance(c, int):
-                self.ident(c, st)
+            if c.__class__ is int:  # an identifier; a use (the most frequent) inline
+                r = role[c]
+                if r == USE:
+                    ds = st.get(binding[c])
+                    if ds:
+                        base = c * n4  # + COMES_FROM (0)
+                        for d in ds:
+                            edges.append(base + 4 * d)
+                    if reads is not None:
+                        reads.append(c)
+                elif r != NONE:
+                    self.write(c, r, st)
             elif c[0] in _PARTNERS and k + 1 < n and isinstance(children[k + 1], list) \
                     and children[k + 1][0] in _PARTNERS[c[0]]:
                 nxt = children[k + 1]  # a target and its value, in either order (PHP foreach: value first)
@@ -343,21 +379,18 @@ class _Interpreter:
             k += 1
         return st
 
-    def ident(self, i: int, st: dict) -> None:
-        r, b, edges = self.role[i], self.binding[i], self.edges
-        if r != DEF:
-            if r == NONE:
-                return
-            kind = COMES_FROM if r == USE else COMPUTED_FROM
+    def write(self, i: int, r: int, st: dict) -> None:
+        """A definition (DEF) or an update (UPDATE: read first) of identifier `i`."""
+        b, edges = self.binding[i], self.edges
+        base = i * self.n4 + COMPUTED_FROM
+        if r == UPDATE:
             for d in st.get(b, _EMPTY):
-                edges.append((i, d, kind))
+                edges.append(base + 4 * d)
             if self.reads is not None:
                 self.reads.append(i)
-            if r == USE:
-                return
         if self.sources:
             for s in self.sources:
-                edges.append((i, s, COMPUTED_FROM))
+                edges.append(base + 4 * s)
         one = frozenset((i,))
         if self.sticky:
             stuck = self.sticky.get(b)
@@ -596,14 +629,16 @@ class _Interpreter:
 
 
 def edges(idents: np.ndarray, flow: np.ndarray, defs: np.ndarray, stats: dict | None = None,
-          decls: np.ndarray | None = None) -> np.ndarray:
+          decls: np.ndarray | None = None, fields: np.ndarray | None = None) -> np.ndarray:
     """(E, 3) int64 [dst, src, kind] identifier-row edges of one file (module docstring).
     `idents` (I, 4+) start, end, role, binding, sorted by start; `flow` (N, 3); `defs` (D, 3);
-    `decls` (K, 2+) the declared names (ParsedFile.decls)."""
+    `decls` (K, 2+) the declared names (ParsedFile.decls); `fields` (I,) bool: the identifiers
+    that are object fields (codept.structure.view.build_view(fields=True)), whose reaching
+    definitions become COMES_FROM_FIELD edges."""
     if len(idents) == 0:
         return np.zeros((0, 3), np.int64)
     role, outer = flow_roles(idents, flow, defs, decls)
-    regions = flow[(flow[:, 2] != _WRITE) & (flow[:, 2] != _UPDATE)]
+    regions = flow[(flow[:, 2] != _WRITE) & (flow[:, 2] != _UPDATE) & (flow[:, 2] != _FIELD)]
     # a node captured as default and as arm is the default arm
     default = regions[regions[:, 2] == _DEFAULT]
     if len(default):
@@ -619,10 +654,21 @@ def edges(idents: np.ndarray, flow: np.ndarray, defs: np.ndarray, stats: dict | 
     it.unit(tree, {})
     if not it.edges:
         return np.zeros((0, 3), np.int64)
-    e = np.asarray(it.edges, dtype=np.int64)
+    key = np.unique(np.array(it.edges, dtype=np.int64))
+    n = len(idents)
+    dst, src, kind = key // (4 * n), key // 4 % n, key % 4
     unit = np.asarray(units.of, np.int64)
-    e[unit[e[:, 0]] != unit[e[:, 1]], 2] = COMES_FROM_NONLOCAL
-    return np.unique(e, axis=0)
+    far = unit[dst] != unit[src]
+    if fields is not None and fields.any():  # a field's reaching definitions (not its value's reads)
+        field = fields[dst] & ((kind != COMPUTED_FROM) | ((role[src] != USE) & (binding[src] == binding[dst])))
+        kind[field] = COMES_FROM_FIELD
+        far &= ~field
+    if far.any():  # step 5: relabel, then unique again (two kinds of one pair become one edge)
+        kind[far] = COMES_FROM_NONLOCAL
+    if far.any() or (fields is not None and fields.any()):
+        key = np.unique((dst * n + src) * 4 + kind)
+        dst, src, kind = key // (4 * n), key // 4 % n, key % 4
+    return np.stack([dst, src, kind], axis=1)
 
 
 def graphcodebert_dfg(view, edge_kinds: tuple[int, ...] = LOCAL_KINDS) -> list[tuple[str, int, str, list[str], list[int]]]:

@@ -36,7 +36,8 @@ comment marker starts and checks the start only (for column 0 and 1). Assertions
                                 TEXT, or it has none
 
 Checks run on the parser layer in character offsets (no tokenizer), so they test the queries and
-the resolver exactly. ``codept grammar check LANG`` runs them from the command line.
+the resolver exactly. A fixture named ``fields.<ext>`` is checked as a view with object fields
+(codept.structure.view.build_view(fields=True)). ``codept grammar check LANG`` runs them from the command line.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ import numpy as np
 
 from codept import languages
 from codept.structure import dataflow, grammar, kinds, offsets
-from codept.structure.view import resolve_identifiers
+from codept.structure.view import resolve_identifiers, with_fields
 
 
 @dataclass
@@ -99,7 +100,8 @@ def check_fixture(path: str | Path, lang: str) -> FixtureResult:
     line_start = np.concatenate([[0], np.cumsum([len(x) + 1 for x in lines])])
     anns = parse_annotations(lines, g.line_comment)
 
-    parsed = grammar.parse(lang, data)
+    fields = path.name.lower().startswith("fields")  # fields.<ext>: a view with object fields
+    parsed = grammar.parse(lang, data, fields=fields)
     table = offsets.byte_to_char_table(data)
 
     def chars(a: np.ndarray) -> np.ndarray:
@@ -111,7 +113,10 @@ def check_fixture(path: str | Path, lang: str) -> FixtureResult:
     span_set = {}
     for s, e, k in parsed.spans.tolist():
         span_set.setdefault(int(chars(np.array([s]))[0]), []).append((int(chars(np.array([e]))[0]), k))
-    idents, _ = resolve_identifiers(parsed, data, g.scope_order)
+    idents, names = resolve_identifiers(parsed, data, g.scope_order)
+    is_field = None
+    if fields:
+        idents, names, is_field = with_fields(parsed, data, idents, names)
     ident_at = {(int(chars(np.array([s]))[0]), int(chars(np.array([e]))[0])): (r, b) for s, e, r, b in idents.tolist()}
     ident_start = {s: v for (s, _e), v in ident_at.items()}
     tags = {}
@@ -120,7 +125,7 @@ def check_fixture(path: str | Path, lang: str) -> FixtureResult:
         doc = "".join(data[a:b].decode() for a, b in t.doc)
         tags[(ns, ne)] = tags[ns] = (kinds.DEFINITION_KINDS[t.kind], doc, bool(t.doc))
 
-    flow_edges = dataflow.edges(idents, parsed.flow, parsed.defs, decls=parsed.decls)
+    flow_edges = dataflow.edges(idents, parsed.flow, parsed.defs, decls=parsed.decls, fields=is_field)
     ident_row = {k: i for i, k in enumerate(ident_at)}  # ident_at keeps the order of `idents`
     ident_row_start = {k[0]: i for k, i in ident_row.items()}
     df_names: dict[str, int] = {}  # occurrence name -> ident row

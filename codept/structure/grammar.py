@@ -51,7 +51,7 @@ import tree_sitter as ts
 
 from codept import languages
 from codept.data.jobs import SkipFile  # noqa: F401  (moved to the neutral module; re-exported)
-from codept.structure import kinds
+from codept.structure import kinds, offsets
 
 QUERY_FILES = ("spans", "locals", "tags", "flow")
 
@@ -107,6 +107,14 @@ def load_grammar(name: str) -> Grammar:
     structure_src = "\n".join(sources[qk] for qk in ("spans", "locals", "flow"))
     queries["structure"] = ts.Query(language, structure_src)
     walk_kinds, kind_routes = _kind_only_patterns(language, queries["structure"], structure_src)
+    # patterns capturing @flow.field run only for views with fields: a second copy of the query
+    # keeps them (compiled here: queries are not picklable, and grammars load once per process)
+    field_patterns = _patterns_with(queries["structure"], structure_src, "@flow.field")
+    if field_patterns:
+        queries["structure_fields"] = ts.Query(language, structure_src)
+        _kind_only_patterns(language, queries["structure_fields"], structure_src)
+        for i in field_patterns:
+            queries["structure"].disable_pattern(i)
     return Grammar(
         name=name,
         extensions=info.extensions,
@@ -226,6 +234,15 @@ def _kind_only_patterns(language: ts.Language, query: ts.Query, src: str) -> tup
     return bytes(want), table
 
 
+def _patterns_with(query: ts.Query, src: str, capture: str) -> list[int]:
+    """Indices of the patterns of `query` (compiled from `src`) that use `capture` (``@name``)."""
+    data = src.encode("utf-8")
+    pat = re.compile(re.escape(capture) + r"(?![\w.])")
+    return [i for i in range(query.pattern_count)
+            if pat.search(_strip_comments(data[query.start_byte_for_pattern(i): query.end_byte_for_pattern(i)]
+                                          .decode("utf-8")))]
+
+
 def _dist_version(wheel: str) -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -325,13 +342,14 @@ def _stack(parts: list[np.ndarray], width: int) -> np.ndarray:
 
 
 def _isin_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Which (start, end) rows of `a` occur in `b` (offsets < 2**32)."""
-    return np.isin(a[:, 0] << 32 | a[:, 1], b[:, 0] << 32 | b[:, 1])
+    """Which (start, end) rows of `a` occur in `b`."""
+    return offsets.rows_in(a, b)
 
 
-def parse(lang: str, source: bytes, *, timeout_s: float | None = None, max_depth: int = 1500) -> ParsedFile:
+def parse(lang: str, source: bytes, *, timeout_s: float | None = None, max_depth: int = 1500,
+          fields: bool = False) -> ParsedFile:
     """Parse `source` (bytes) as `lang`. Raises SkipFile('too_deep'), and 'parse_timeout' when a
-    `timeout_s` is given.
+    `timeout_s` is given. ``fields``: also run the ``@flow.field`` patterns (kinds.FLOW_KINDS).
 
     With ``timeout_s=None`` (the default, and what ``codept prepare`` uses: its workers are killed
     after their own timeout) tree-sitter parses the bytes directly. With a timeout, the source must
@@ -424,7 +442,8 @@ def parse(lang: str, source: bytes, *, timeout_s: float | None = None, max_depth
     refs_l: list[np.ndarray] = [kind_rows[code == _ROUTE_REF, :2]]
     members_l: list[np.ndarray] = [kind_rows[code == _ROUTE_MEMBER, :2]]
     decls: list[np.ndarray] = []
-    for name, nodes in ts.QueryCursor(g.queries["structure"]).captures(root).items():
+    query = g.queries.get("structure_fields", g.queries["structure"]) if fields else g.queries["structure"]
+    for name, nodes in ts.QueryCursor(query).captures(root).items():
         kind = _SPAN_ID.get(name)
         if kind is None:
             kind = _SCOPE_MODE_ID.get(name)
@@ -463,10 +482,20 @@ def parse(lang: str, source: bytes, *, timeout_s: float | None = None, max_depth
         defs=_stack(defs, 3),
         refs=refs,
         tags=tags,
-        flow=_stack(flow_l, 3),
+        flow=_flow_rows(flow_l, fields),
         decls=_stack(decls, 3),
         timings={"parse": t1 - t0, "walk": t2 - t1, "query": t3 - t2},
     )
+
+
+_FIELD = kinds.FLOW_KIND_ID["field"]
+
+
+def _flow_rows(parts: list[np.ndarray], fields: bool) -> np.ndarray:
+    """The flow rows; without fields, none of kind field (a kind-only field pattern, Ruby's
+    `(instance_variable) @flow.field`, is answered by the walk either way)."""
+    flow = _stack(parts, 3)
+    return flow if fields else flow[flow[:, 2] != _FIELD]
 
 
 def binding_floor(lang: str, source: bytes) -> int:

@@ -114,6 +114,9 @@ FLOW_KINDS: dict[str, str] = {
     "from every value identifier",
     "function.copy": "a unit that copies the enclosing variables it reads when it is created (PHP "
     "`function () use ($x)`, `fn`): only the definitions reaching its creation reach it",
+    "field": "the member name of an access through the instance (`self.x`, `this.x`, `$this->x`, Ruby "
+    "`@x`): an identifier of its own (one variable per name per file) only in views built with fields "
+    "(codept.structure.view.build_view(fields=True)); the patterns with this capture run only then",
 }
 FLOW_KIND_ID: dict[str, int] = {k: i for i, k in enumerate(FLOW_KINDS)}
 

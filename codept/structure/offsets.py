@@ -12,6 +12,8 @@ objectives work in token indices. All conversions are vectorised NumPy.
    many ranges of one file, by look-up in ``token_tables`` (counts per char offset, O(chars)).
 4. ``token_anchor``: the character a token "stands for": its first non-whitespace character (a
    byte-level BPE token such as ``" foo"`` carries the preceding space).
+5. ``rows_in``: which (start, end) ranges of one list occur in another, by a table indexed by
+   start offset (no sort) when no two ranges of the other share a start.
 
 Not covered: grapheme clusters (a character here is a code point, like Python's ``str``).
 """
@@ -109,3 +111,20 @@ def token_anchor(text: str, tok_starts: np.ndarray, tok_ends: np.ndarray) -> np.
     bad = (anchor >= e) | ws[np.minimum(anchor, n)]
     anchor[bad] = -1
     return anchor
+
+
+def rows_in(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(len(a),) bool: which (start, end) rows of `a` (N, 2+) occur in `b` (M, 2+); offsets < 2**31.
+
+    ``np.isin`` on packed keys sorts both sides; here a table ``end_at[start]`` of `b` answers each
+    row of `a` by one look-up, O(N + M + max start). Falls back to ``np.isin`` when two rows of
+    `b` share a start (nested nodes) or the offsets are large (> 2**24: the table's memory)."""
+    if len(a) == 0 or len(b) == 0:
+        return np.zeros(len(a), dtype=bool)
+    n = int(max(a[:, 0].max(), b[:, 0].max())) + 1
+    if n <= 1 << 24:
+        end_at = np.full(n, -1, dtype=np.int32)
+        end_at[b[:, 0]] = b[:, 1]
+        if np.array_equal(end_at[b[:, 0]], b[:, 1]):
+            return end_at[a[:, 0]] == a[:, 1]
+    return np.isin(a[:, 0] << 32 | a[:, 1], b[:, 0] << 32 | b[:, 1])

@@ -193,11 +193,37 @@ def _kept_edges(edges: np.ndarray, keep: np.ndarray) -> np.ndarray:
     return np.column_stack([new[out[:, 0]], new[out[:, 1]], out[:, 2]])
 
 
+def with_fields(parsed: grammar.ParsedFile, data: bytes, idents: np.ndarray, names: list[str]):
+    """The identifiers plus the object fields (the ``@flow.field`` captures: ``self.x``, ``this.x``):
+    role free, one binding per field name, after the resolver's bindings; sorted by start. Returns
+    (idents (I', 4), names, (I',) bool: is a field)."""
+    rows = parsed.flow[parsed.flow[:, 2] == kinds.FLOW_KIND_ID["field"], :2]
+    rows = np.unique(rows, axis=0) if len(rows) else rows.reshape(0, 2)
+    rows = rows[~offsets.rows_in(rows, idents)] if len(idents) else rows
+    if len(rows) == 0:
+        return idents, names, np.zeros(len(idents), bool)
+    text = [data[s:e].decode("utf-8", "replace") for s, e in rows.tolist()]
+    own: dict[str, int] = {}
+    binding = np.array([own.setdefault(t, len(names) + len(own)) for t in text], np.int64)
+    new = np.column_stack([rows, np.full(len(rows), kinds.ROLE_FREE), binding])
+    out = np.concatenate([idents.reshape(-1, 4), new])
+    o = np.argsort(out[:, 0], kind="stable")
+    out, names = out[o], names + list(own)
+    # binding ids dense in order of first appearance again
+    ub, first, inv = np.unique(out[:, 3], return_index=True, return_inverse=True)
+    rank = np.empty(len(ub), np.int64)
+    rank[np.argsort(first)] = np.arange(len(ub))
+    out[:, 3] = rank[inv.reshape(-1)]
+    return out, [names[b] for b in ub[np.argsort(first)].tolist()], (np.arange(len(o)) >= len(idents))[o]
+
+
 def build_view(path: str, lang: str, text: str, tokenizer, *, timeout_s: float | None = None,
-               max_depth: int = 1500) -> CodeView:
-    """Build the view of one decoded source file. Raises grammar.SkipFile for refused input."""
+               max_depth: int = 1500, fields: bool = False) -> CodeView:
+    """Build the view of one decoded source file. Raises grammar.SkipFile for refused input.
+    ``fields``: object fields (``self.x``) are identifiers too, with ``comesFromField`` edges
+    (codept.structure.dataflow); off by default."""
     data = text.encode("utf-8")
-    parsed = grammar.parse(lang, data, timeout_s=timeout_s, max_depth=max_depth)
+    parsed = grammar.parse(lang, data, timeout_s=timeout_s, max_depth=max_depth, fields=fields)
     g = grammar.load_grammar(lang)
 
     # 2. tokens
@@ -243,11 +269,14 @@ def build_view(path: str, lang: str, text: str, tokenizer, *, timeout_s: float |
     # 4. identifiers: resolve on bytes (positions comparable), then convert. Every identifier of a
     # binding has the binding's name, so names come per binding, never decoded per identifier.
     idents_b, binding_names = resolve_identifiers(parsed, data, g.scope_order)
+    is_field = None
+    if fields:
+        idents_b, binding_names, is_field = with_fields(parsed, data, idents_b, binding_names)
     i0, i1 = to_tokens(idents_b)
     keep = (i1 > i0) & ~_overlaps_any(idents_b, errors)
     t_flow = time.perf_counter()
     stats: dict = {}
-    flow = _kept_edges(dataflow.edges(idents_b, parsed.flow, parsed.defs, stats, parsed.decls), keep)
+    flow = _kept_edges(dataflow.edges(idents_b, parsed.flow, parsed.defs, stats, parsed.decls, is_field), keep)
     stats["dataflow"] = time.perf_counter() - t_flow
     idents_b, i0, i1 = idents_b[keep], i0[keep], i1[keep]
     # renumber kept bindings densely (ids are in order of first appearance, np.unique keeps it)

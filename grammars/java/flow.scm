@@ -32,3 +32,10 @@
 (update_expression (identifier) @flow.update)
 (enhanced_for_statement name: (_) @flow.target value: (_) @flow.collection)
 (resource name: (_) @flow.target value: (_) @flow.value)
+
+; object fields (views with fields only: codept.structure.view.build_view(fields=True)): this.x
+(field_access object: (this) field: (identifier) @flow.field)
+(assignment_expression left: (field_access object: (this) field: (identifier) @flow.field @flow.write))
+(assignment_expression left: (field_access object: (this) field: (identifier) @flow.field @flow.update)
+  operator: ["+=" "-=" "*=" "/=" "%=" "&=" "|=" "^=" "<<=" ">>=" ">>>="])
+(update_expression (field_access object: (this) field: (identifier) @flow.field @flow.update))

@@ -40,3 +40,10 @@
   (assignment_pattern)] @flow.item)
 [(assignment_expression right: (array (expression) @flow.item))
  (variable_declarator value: (array (expression) @flow.item))]
+
+; object fields (views with fields only: codept.structure.view.build_view(fields=True)): this.x
+(member_expression object: (this) property: (property_identifier) @flow.field)
+(assignment_expression left: (member_expression object: (this) property: (property_identifier) @flow.field @flow.write))
+(augmented_assignment_expression
+  left: (member_expression object: (this) property: (property_identifier) @flow.field @flow.update))
+(update_expression argument: (member_expression object: (this) property: (property_identifier) @flow.field @flow.update))

@@ -41,3 +41,15 @@
   (function_call_expression) (member_call_expression) (scoped_call_expression) (member_access_expression)
   (subscript_expression) (binary_expression) (unary_op_expression) (array_creation_expression)
   (class_constant_access_expression) (parenthesized_expression) (object_creation_expression)] .) @flow.item))
+
+; object fields (views with fields only: codept.structure.view.build_view(fields=True)): $this->x
+((member_access_expression object: (variable_name (name) @_this) name: (name) @flow.field) (#eq? @_this "this"))
+((assignment_expression
+   left: (member_access_expression object: (variable_name (name) @_this) name: (name) @flow.field @flow.write))
+  (#eq? @_this "this"))
+((augmented_assignment_expression
+   left: (member_access_expression object: (variable_name (name) @_this) name: (name) @flow.field @flow.update))
+  (#eq? @_this "this"))
+((update_expression
+   argument: (member_access_expression object: (variable_name (name) @_this) name: (name) @flow.field @flow.update))
+  (#eq? @_this "this"))

@@ -45,21 +45,30 @@
 (assignment left: (pattern_list [(identifier) (tuple_pattern) (list_pattern) (attribute) (subscript)] @flow.item))
 [(tuple_pattern [(identifier) (tuple_pattern) (list_pattern) (attribute) (subscript)] @flow.item)
  (list_pattern [(identifier) (tuple_pattern) (list_pattern) (attribute) (subscript)] @flow.item)]
-(assignment right: (expression_list
+(assignment left: [(pattern_list) (tuple_pattern) (list_pattern)] right: (expression_list
   [(identifier) (attribute) (subscript) (call) (integer) (float) (string) (concatenated_string) (true)
    (false) (none) (list) (tuple) (dictionary) (set) (binary_operator) (unary_operator)
    (comparison_operator) (boolean_operator) (not_operator) (conditional_expression) (lambda)
    (parenthesized_expression) (list_comprehension) (dictionary_comprehension) (set_comprehension)
    (generator_expression) (await)] @flow.item))
-(assignment right: (tuple
+(assignment left: [(pattern_list) (tuple_pattern) (list_pattern)] right: (tuple
   [(identifier) (attribute) (subscript) (call) (integer) (float) (string) (concatenated_string) (true)
    (false) (none) (list) (tuple) (dictionary) (set) (binary_operator) (unary_operator)
    (comparison_operator) (boolean_operator) (not_operator) (conditional_expression) (lambda)
    (parenthesized_expression) (list_comprehension) (dictionary_comprehension) (set_comprehension)
    (generator_expression) (await)] @flow.item))
-(assignment right: (list
+(assignment left: [(pattern_list) (tuple_pattern) (list_pattern)] right: (list
   [(identifier) (attribute) (subscript) (call) (integer) (float) (string) (concatenated_string) (true)
    (false) (none) (list) (tuple) (dictionary) (set) (binary_operator) (unary_operator)
    (comparison_operator) (boolean_operator) (not_operator) (conditional_expression) (lambda)
    (parenthesized_expression) (list_comprehension) (dictionary_comprehension) (set_comprehension)
    (generator_expression) (await)] @flow.item))
+
+; -- object fields (views with fields only: codept.structure.view.build_view(fields=True)): self.x
+((attribute object: (identifier) @_self attribute: (identifier) @flow.field) (#eq? @_self "self"))
+((assignment left: (attribute object: (identifier) @_self attribute: (identifier) @flow.field @flow.write))
+  (#eq? @_self "self"))
+((pattern_list (attribute object: (identifier) @_self attribute: (identifier) @flow.field @flow.write))
+  (#eq? @_self "self"))
+((augmented_assignment left: (attribute object: (identifier) @_self attribute: (identifier) @flow.field @flow.update))
+  (#eq? @_self "self"))

@@ -35,3 +35,10 @@
  (destructured_left_assignment [(identifier) (destructured_left_assignment) (instance_variable)
    (global_variable) (class_variable) (constant) (call) (element_reference)] @flow.item)]
 (assignment right: (right_assignment_list (_arg) @flow.item))
+
+; object fields (views with fields only: codept.structure.view.build_view(fields=True)): @x
+; (answered by the parser's walk, like every kind-only pattern; the two below then write no
+; identifier in views without fields)
+(instance_variable) @flow.field
+(assignment left: (instance_variable) @flow.write)
+(operator_assignment left: (instance_variable) @flow.update)
