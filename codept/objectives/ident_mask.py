@@ -3,7 +3,9 @@ prefix-LM sequence (the t5_span rendering).
 
 1. Windows: a document longer than ``length - target_room`` tokens is cut into windows of that
    many tokens (the targets need the rest of the row) tiling it from a random offset, one Example
-   each (a list: one read of a file feeds all of it); ``windows=1``: one random window.
+   each (a list: one read of a file feeds all of it); ``windows=1``: one random window. Unless
+   ``length`` is given, the recipes lower it to seq_len (a longer example would be split by packing,
+   its targets cut from their inputs) and they refuse a given length > seq_len.
 2. Bindings: those whose every occurrence lies inside the window, is not a free name, and spells
    its name cleanly (codept.objectives.ident_rtd.occurrences); pick ``rate`` of them (at least
    one), at most the tokenizer's sentinel count.
@@ -23,6 +25,7 @@ longer than ``target_room`` drops its last bindings (their occurrences are then 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -36,9 +39,12 @@ from codept.structure.kinds import ROLE_FREE
 @dataclass(frozen=True)
 class Config:
     rate: float = 0.3  # share of the qualifying bindings masked
-    length: int = 512  # longest example (inputs + targets): set it to the row length
+    length: int = 512  # longest example (inputs + targets); unless given, recipes lower it to seq_len
     target_room: int = 96  # tokens reserved for the targets
     windows: int = 0  # windows per read: 0 = the whole file in windows (a list); 1 = one random window
+    whole_in_row: ClassVar[bool] = True  # a split example loses its inputs: recipes check length <= seq_len
+    row_field: ClassVar[str] = "length"  # the setting recipes fit to the row (codept.train.loop.row_settings)
+    default_row_share: ClassVar[float] = 1.0  # unless given, length = min(length, seq_len)
 
     def __post_init__(self):
         if self.windows < 0:

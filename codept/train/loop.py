@@ -147,18 +147,24 @@ def heads_of(mixture: list[tuple[str, float]]) -> list[str]:
 
 
 def row_settings(name: str, cfg, given: dict, seq_len: int) -> dict:
-    """The settings of a whole-in-row objective at rows of ``seq_len``: ``given``, plus a grouping
-    budget not given lowered to ``default_row_share`` x seq_len, plus, when one indivisible example
+    """The settings of a whole-in-row objective at rows of ``seq_len``: ``given``, plus its row field
+    (``row_field``: ``max_tokens`` unless the Config names another, e.g. t5_span's ``length``) not
+    given lowered to ``default_row_share`` x seq_len, plus, when one indivisible example
     (``unit_tokens``) is longer than the row, the caps of ``fit_unit`` that were not given. A given
-    value that cannot fit is a ConfigError naming it."""
+    value that cannot fit, or fitted settings the Config refuses, is a ConfigError naming them."""
     out = dict(given)
-    n = given.get("max_tokens", cfg().max_tokens)
+    key = getattr(cfg, "row_field", "max_tokens")
+    n = given.get(key, getattr(cfg(), key))
     share = getattr(cfg, "default_row_share", 0.0)  # a budget, not a shape: fit a share of the row
-    if share and "max_tokens" not in given and n > int(share * seq_len):
-        out["max_tokens"] = int(share * seq_len)
+    if share and key not in given and n > int(share * seq_len):
+        out[key] = int(share * seq_len)
     elif n > seq_len:
-        raise ConfigError(f"objective.{name}.max_tokens={n} > seq_len={seq_len}: packing would split "
-                          f"its examples; set objective.{name}.max_tokens<={seq_len}")
+        raise ConfigError(f"objective.{name}.{key}={n} > seq_len={seq_len}: packing would split "
+                          f"its examples; set objective.{name}.{key}<={seq_len}")
+    try:
+        cfg(**out)
+    except ValueError as e:
+        raise ConfigError(f"objective.{name} at seq_len={seq_len} with {out}: {e}") from None
     if not hasattr(cfg, "unit_tokens"):
         return out
     cur = cfg(**out)  # a piece no grouping can shrink (code_doc: a pair and its negatives)
