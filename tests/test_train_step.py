@@ -208,3 +208,41 @@ def test_optimizer_kind_fused_on_gpu_ranks_cpu_adam_when_offloaded(name, backend
 
     assert E.optimizer_kind(C.load_engine_json(name), backend) == want
 
+
+
+def test_binary_head_reports_f1_and_auc_on_the_replaced_class(byte_tok):
+    """Issue 28.5: an RTD head's accuracy sits at the share of original tokens; validation also
+    reports precision, recall, F1 and AUC on the replaced class, from sums that add over batches
+    and ranks (codept.model.heads.binary_counts), equal to sklearn's on the head's own scores."""
+    from sklearn.metrics import f1_score, roc_auc_score
+
+    from codept.data.collate import collate
+    from codept.data.pack import pack
+    from codept.model import pretrainer as P
+    from codept.model import transformer as T
+    from model_data import SEQ, real_examples
+
+    rows = pack(real_examples(byte_tok), SEQ, pad_id=0)
+    batches = [collate(rows[:2]), collate(rows[2:])]
+    g = torch.Generator().manual_seed(0)
+    for b in batches:  # 20% replaced, IGNORE on padding
+        b["labels.rtd"] = torch.where(b["segment_ids"] > 0, (torch.rand(b["segment_ids"].shape, generator=g) < 0.2).long(),
+                                      torch.full_like(b["segment_ids"], -100))
+    torch.manual_seed(0)
+    m = T.Transformer(T.tiny())
+    net = P.Pretrainer(m, {"rtd": P.build_head("rtd", m)})
+    logs = E.evaluate(FakeEngine(net, 1), batches, ["rtd"])
+    net.eval()
+    ys, ms = [], []
+    with torch.no_grad():
+        for b in batches:
+            h, head = net.model.encode(b), net.heads["rtd"]
+            valid = b["labels.rtd"] != -100
+            logit = head.out(torch.nn.functional.gelu(head.dense(h[valid])))
+            ys.append(b["labels.rtd"][valid])
+            ms.append(logit[:, 1] - logit[:, 0])
+    y, margin = torch.cat(ys).numpy(), torch.cat(ms).numpy()
+    assert logs["val/rtd/f1"] == pytest.approx(f1_score(y, margin > 0), rel=1e-9)
+    assert logs["val/rtd/auc"] == pytest.approx(roc_auc_score(y, margin), abs=2e-3)  # margins binned by 1/16
+    assert 0 < logs["val/rtd/recall"] < 1 and logs["val/rtd/acc"] == pytest.approx(float(((margin > 0) == y).mean()))
+    assert set(logs) == {f"val/rtd/{k}" for k in ("loss", "acc", "n", "precision", "recall", "f1", "auc")}

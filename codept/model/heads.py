@@ -36,7 +36,9 @@ Algorithms:
      all-gathered with gradient), both directions, temperature tau.
 Validation: ``head(hidden, batch, metrics=True)`` returns :class:`Metrics` (loss_sum, n_valid,
 correct, count) from the same scores: correct = argmax == target for the LM, token, pair and pointer
-heads; for ContrastiveHead the top-1 retrieval of the partner among the other-side documents it
+heads, and for a binary TokenClassifier (RTD) also ``extra``: true / false positives, false negatives
+and margin histograms, so validation reports F1 and AUC on the replaced class (:func:`binary_scores`;
+its accuracy sits at the share of original tokens); for ContrastiveHead the top-1 retrieval of the partner among the other-side documents it
 scores (the micro-step's, gathered over ranks), both directions (count = 2 per pair); for EdgeHead
 logit > 0 == the pair's label. Passing the
 flag through ``forward`` (not a separate method) keeps ZeRO-3's parameter gathering, which hooks
@@ -77,6 +79,44 @@ class Metrics(NamedTuple):
     """Records whose top-1 prediction is right (argmax == target; the partner for contrastive)."""
     count: torch.Tensor
     """Records scored for accuracy (n_valid; 2 per pair for contrastive: both directions)."""
+    extra: torch.Tensor | None = None
+    """A binary token head's :func:`binary_counts` (None for the others): sums, like the rest."""
+
+
+AUC_BINS = 1024  # bins of a binary head's logit margin, uniform in asinh(256 m) over |m| < 32: its AUC
+_AUC_SCALE, _AUC_TOP = 256.0, math.asinh(256.0 * 32)  # bin width ~7e-5 near m = 0 (a fresh head), ~0.3 at |m| = 16
+
+
+def binary_counts(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """(N, 2) logits, (N,) targets in {0, 1} -> (3 + 2 AUC_BINS,) float64: true positives, false
+    positives, false negatives of the argmax, then the positives' and the negatives' counts per bin
+    of the margin m = logit_1 - logit_0 (AUC_BINS bins uniform in asinh(256 m), fine near 0 where
+    an untrained head's margins sit, |m| >= 32 in the end bins). Sums over batches and ranks add
+    up; :func:`binary_scores` turns them into F1 and AUC (class 1 = positive: replaced)."""
+    margin = (logits[:, 1] - logits[:, 0]).float()
+    pos, pred = target == 1, margin > 0
+    u = torch.asinh(margin.double() * _AUC_SCALE) / _AUC_TOP  # in (-1, 1) for |m| < 32
+    bins = ((u + 1) * (AUC_BINS / 2)).long().clamp(0, AUC_BINS - 1)
+    hist = torch.zeros(2, AUC_BINS, dtype=torch.float64, device=logits.device)
+    hist[0].index_add_(0, bins[pos], torch.ones(int(pos.sum()), dtype=torch.float64, device=logits.device))
+    hist[1].index_add_(0, bins[~pos], torch.ones(int((~pos).sum()), dtype=torch.float64, device=logits.device))
+    tp, fp, fn = (pred & pos).sum(), (pred & ~pos).sum(), (~pred & pos).sum()
+    return torch.cat([torch.stack([tp, fp, fn]).double(), hist.ravel()])
+
+
+def binary_scores(counts) -> dict[str, float]:
+    """{precision, recall, f1, auc} of summed :func:`binary_counts` (nan where undefined: no
+    predicted positive, no positive, or one class absent). AUC = P(margin of a positive > margin of
+    a negative), a tie within a bin counting 1/2."""
+    c = torch.as_tensor(counts, dtype=torch.float64)
+    tp, fp, fn = (float(x) for x in c[:3])
+    hp, hn = c[3:3 + AUC_BINS], c[3 + AUC_BINS:]
+    nan = float("nan")
+    below = torch.cumsum(hn, 0) - hn  # negatives in lower bins
+    p, n = float(hp.sum()), float(hn.sum())
+    return {"precision": tp / (tp + fp) if tp + fp else nan, "recall": tp / (tp + fn) if tp + fn else nan,
+            "f1": 2 * tp / (2 * tp + fp + fn) if tp + fn else nan,
+            "auc": float((hp * (below + 0.5 * hn)).sum()) / (p * n) if p and n else nan}
 
 
 def _classify(logits: torch.Tensor, target: torch.Tensor, n: torch.Tensor, metrics: bool, *keep: torch.Tensor):
@@ -149,13 +189,17 @@ class TokenClassifier(nn.Module):
         self.label, self.field = label, f"labels.{label}"
         self.dense = nn.Linear(cfg.hidden, cfg.hidden)
         self.out = nn.Linear(cfg.hidden, n_classes)
+        self.extra_size = 3 + 2 * AUC_BINS if n_classes == 2 else 0  # Metrics.extra: binary_counts
         _init(self, cfg.init_std)
 
     def forward(self, hidden: torch.Tensor, batch: dict, metrics: bool = False):
         labels = batch[self.field]  # (B, T)
         valid = labels != IGNORE
         logits = self.out(F.gelu(self.dense(hidden[valid])))  # (N, n_classes)
-        return _classify(logits, labels[valid], valid.sum(), metrics)
+        out = _classify(logits, labels[valid], valid.sum(), metrics)
+        if metrics and self.extra_size:  # accuracy sits at the majority share: F1 and AUC on class 1 tell
+            out = out._replace(extra=binary_counts(logits.detach(), labels[valid]))
+        return out
 
 
 def first_tokens(segment_ids: torch.Tensor, n_docs: int) -> torch.Tensor:

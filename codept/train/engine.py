@@ -367,35 +367,50 @@ def train_step(engine, micro_batches: list[Mapping[str, torch.Tensor]], loss_fn:
 
 def metrics_of(prefix: str, sums) -> dict[str, float]:
     """``{prefix/loss, prefix/acc, prefix/n}`` of one head's summed (loss_sum, n_valid, correct,
-    count); nan where there is no record."""
-    loss, n, correct, count = (float(v) for v in sums)
-    return {f"{prefix}/loss": loss / n if n > 0 else float("nan"),
-            f"{prefix}/acc": correct / count if count > 0 else float("nan"), f"{prefix}/n": n}
+    count); a binary token head's sums go on with its counts (codept.model.heads.binary_counts) and
+    add ``prefix/precision|recall|f1|auc`` on the replaced class; nan where there is no record."""
+    from codept.model.heads import binary_scores
+
+    loss, n, correct, count = (float(v) for v in sums[:4])
+    out = {f"{prefix}/loss": loss / n if n > 0 else float("nan"),
+           f"{prefix}/acc": correct / count if count > 0 else float("nan"), f"{prefix}/n": n}
+    if len(sums) > 4:
+        out.update({f"{prefix}/{k}": v for k, v in binary_scores(list(sums[4:])).items()})
+    return out
 
 
 @torch.no_grad()
 def evaluate_sums(engine, batches: list[Mapping[str, torch.Tensor]], heads: list[str]) -> dict[str, list[float]]:
-    """{head: [loss_sum, n_valid, correct, count]} of the model on ``batches``, summed over them and
-    over all data-parallel ranks (one all-reduce); as :func:`evaluate`, a collective."""
+    """{head: [loss_sum, n_valid, correct, count, *extra]} of the model on ``batches``, summed over
+    them and over all data-parallel ranks (one all-reduce); ``extra``: a head's ``extra_size`` more
+    sums (Metrics.extra, zeros where a batch has none); as :func:`evaluate`, a collective."""
     module = engine.module
     was_training = module.training
     module.eval()
-    sums = torch.zeros(len(heads), 4, dtype=torch.float64, device=engine.device)
+    own = getattr(module, "heads", {})
+    sizes = [4 + (getattr(own[h], "extra_size", 0) if h in own else 0) for h in heads]
+    starts = [sum(sizes[:i]) for i in range(len(heads))]
+    sums = torch.zeros(sum(sizes), dtype=torch.float64, device=engine.device)
     try:
         for batch in batches:
             out = module(_to(batch, engine.device), metrics=True)
-            for i, h in enumerate(heads):
-                sums[i] += torch.stack([torch.as_tensor(v, device=engine.device).double() for v in out[h]])
+            for h, at, size in zip(heads, starts, sizes):
+                m = out[h]
+                sums[at:at + 4] += torch.stack([torch.as_tensor(v, device=engine.device).double() for v in m[:4]])
+                extra = m.extra if hasattr(m, "extra") else None
+                if size > 4 and extra is not None:
+                    sums[at + 4:at + size] += extra.to(sums)
     finally:
         module.train(was_training)
     if dist.is_initialized():
         dist.all_reduce(sums, group=_dp_group(engine))
-    return {h: [float(v) for v in row] for h, row in zip(heads, sums.cpu())}
+    sums = sums.cpu()
+    return {h: [float(v) for v in sums[at:at + size]] for h, at, size in zip(heads, starts, sizes)}
 
 
 def evaluate(engine, batches: list[Mapping[str, torch.Tensor]], heads: list[str]) -> dict[str, float]:
     """Per-head loss and accuracy of the model on fixed held-out micro-batches: ``{'val/<h>/loss',
-    'val/<h>/acc', 'val/<h>/n'}``, global over all data-parallel ranks (sums of loss_sum, n_valid,
+    'val/<h>/acc', 'val/<h>/n'}`` (binary token heads also precision, recall, F1, AUC), global over all data-parallel ranks (sums of loss_sum, n_valid,
     correct, count, one all-reduce). Runs ``engine.module(batch, metrics=True)`` (a
     codept.model.pretrainer.Pretrainer) in eval mode under no_grad, then restores the mode. A collective:
     every rank calls it with the same number of batches (ZeRO-3 gathers parameters in each forward,

@@ -450,7 +450,7 @@ def validate(engine, validation: Validation, heads: list[str]) -> dict:
         sums = E.evaluate_sums(engine, batches, own)
         for h, row in sums.items():
             out.update(E.metrics_of(f"val/{key}/{h}", row))
-            total[h] = [a + b for a, b in zip(total[h], row)]
+            total[h] = [a + b for a, b in zip(total[h] + [0.0] * (len(row) - len(total[h])), row)]  # + extra sums
     for h in heads:
         out.update(E.metrics_of(f"val/{h}", total[h]))
     return out
