@@ -175,3 +175,26 @@
     (enum_declaration name: (identifier) @name)
       (lexical_declaration . (variable_declarator name: (identifier) @name value: (class)) .)
     ]) @definition.class)
+
+; React components: `export const Button = forwardRef(function Button(props, ref) {...})`,
+; `const Row = memo((props) => ...)`: the call's first argument is the function
+(
+  (comment)? @doc
+  .
+  (export_statement
+    declaration: (lexical_declaration
+      . (variable_declarator
+          name: (identifier) @name
+          value: (call_expression arguments: (arguments . [(arrow_function) (function_expression)]))) .)) @definition.function)
+(program
+  (comment) @doc
+  .
+  (lexical_declaration
+    . (variable_declarator
+        name: (identifier) @name
+        value: (call_expression arguments: (arguments . [(arrow_function) (function_expression)]))) .) @definition.function)
+(program
+  (lexical_declaration
+    . (variable_declarator
+        name: (identifier) @name
+        value: (call_expression arguments: (arguments . [(arrow_function) (function_expression)]))) .) @definition.function)
