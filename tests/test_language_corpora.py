@@ -29,7 +29,8 @@ SAMPLE = 40  # files per corpus, in a fixed hash order
 # `;`) and `#if` splitting an expression (libxcrypt), tree-sitter-cpp 0.23.4 on `#if` inside initializer lists and `operator=`
 # calls (greenlet), tree-sitter-bash 0.25.1 on some `${x//a/b}` / `${x:(-n)}` expansions,
 # tree-sitter-typescript 0.23.2 on TS 4.7+ variance annotations (`<in out T>`) and `export type *`.
-MIN_DOC_SHARE = {"c": 0.3, "cpp": 0.1, "csharp": 0.08, "rust": 0.3, "bash": 0.1, "typescript": 0.05, "tsx": 0.05}
+MIN_DOC_SHARE = {"c": 0.3, "cpp": 0.1, "csharp": 0.08, "rust": 0.3, "bash": 0.1, "typescript": 0.05, "tsx": 0.05,
+                 "lua": 0.05}
 MAX_ERROR_FILES = {"c": 0.2, "cpp": 0.35, "bash": 0.15, "tsx": 0.3}  # others: 5%
 # uses with an earlier definition in their function but no reaching one: Rust's `let x = f(x);`
 # shadowing (the resolver joins a scope's definitions of a name, as for Go's `x := x + 1`)

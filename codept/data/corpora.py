@@ -64,7 +64,7 @@ ROLES = ("train", "eval", "text", "parallel", "zh")
 METHODS = ("pip", "apt", "npm")
 CODE_LANGS = ("python", "go", "java", "ruby", "php", "javascript")
 # the languages added after the six (issue 24): a train and an eval corpus each
-MORE_CODE_LANGS = ("c", "cpp", "csharp", "rust", "bash", "typescript", "tsx")
+MORE_CODE_LANGS = ("c", "cpp", "csharp", "rust", "bash", "typescript", "tsx", "lua")
 # Dropped when a corpus keeps "everything" (no suffixes): compiled code is not a corpus.
 BINARY_SUFFIXES = (".so", ".pyd", ".dll", ".dylib", ".a", ".o", ".lib", ".exe", ".pyc", ".node", ".wasm")
 MARKER = ".done"
@@ -235,6 +235,8 @@ CORPORA: dict[str, Corpus] = {c.name: c for c in (
            keep=("src",), suffixes=(".ts",), exclude=("*.d.ts",), note="RxJS 7 TypeScript sources"),
     Corpus("react-spectrum-s2", "train", "tsx", "npm", ("@react-spectrum/s2@1.7.1",), "Apache-2.0", True,
            keep=("src",), suffixes=(".tsx",), note="Adobe React Spectrum 2 components"),
+    Corpus("penlight", "train", "lua", "apt", ("lua-penlight",), "MIT", True,
+           keep=("usr/share/lua/5.1",), suffixes=(".lua",), note="Penlight 1.13 (Lua libraries)"),
     # --- held-out evaluation projects, seven more languages -------------------------------------------
     Corpus("libxcrypt", "eval", "c", "apt", ("libxcrypt-source",), "LGPL-2.1-or-later", False,
            keep=("usr/src/libxcrypt/lib",), suffixes=(".c", ".h"), note="libxcrypt 4.4 (not glibc's authors)"),
@@ -254,6 +256,8 @@ CORPORA: dict[str, Corpus] = {c.name: c for c in (
            keep=("src",), suffixes=(".ts",), exclude=("*.d.ts", "*/tests/*", "*.test.ts"), note="zod 4"),
     Corpus("tanstack-router", "eval", "tsx", "npm", ("@tanstack/react-router@1.170.46",), "MIT", True,
            keep=("src",), suffixes=(".tsx",), note="TanStack React Router"),
+    Corpus("busted", "eval", "lua", "apt", ("lua-busted", "lua-luassert"), "MIT", True,
+           keep=("usr/share/lua/5.1",), suffixes=(".lua",), note="busted 2.1 and luassert 1.9 (Olivine Labs)"),
     # --- English text --------------------------------------------------------------------------------
     Corpus("python-docs", "text", "en", "apt", ("python3.11-doc",), "PSF-2.0", True,
            keep=("usr/share/doc/python3.11/html/_sources",), suffixes=(".txt",),
