@@ -7,8 +7,8 @@ For every file of each corpus (its registry language): parse, resolve, dataflow,
 row per corpus: files, MB, files refused (SkipFile reasons), crashes (any other exception), files
 with a syntax error (and the share of their bytes inside ERROR/MISSING nodes), identifier
 occurrences and the share bound to a definition of the file (role def or ref, not free),
-dataflow edges and the edges that break a rule (ends of another binding, a local edge across
-two functions), definitions (tags) and the share with a doc. One core, no tokenizer.
+dataflow edges and the edges that break a rule (a comesFrom edge whose ends differ in binding, a
+local edge across two functions), definitions (tags) and the share with a doc. One core, no tokenizer.
 """
 
 from __future__ import annotations
@@ -62,7 +62,8 @@ def one_file(lang: str, src: bytes, c: collections.Counter) -> None:
     c["edges"] += len(e)
     if len(e):
         b = idents[:, 3]
-        c["edge_other_binding"] += int((b[e[:, 0]] != b[e[:, 1]]).sum())
+        same = np.isin(e[:, 2], (dataflow.COMES_FROM, dataflow.COMES_FROM_NONLOCAL))  # a use <- its definition
+        c["edge_other_binding"] += int((b[e[same, 0]] != b[e[same, 1]]).sum())
         local = np.isin(e[:, 2], dataflow.LOCAL_KINDS)
         _role, outer = dataflow.flow_roles(idents, parsed.flow, parsed.defs, parsed.decls)
         unit = unit_of(idents, parsed.flow, outer)
