@@ -7,6 +7,9 @@
   codept probe build SRC... --out DIR [--exclude PREPARED...]
                                             code-search probe pairs, decontaminated against training data
   codept probe run --model M --probe DIR    MRR / R@k of a model (checkpoint, transformers folder, bm25, random)
+  codept probe structure --model M          structural probes (node kind, def/use, binding, dataflow) per layer
+  codept probe finetune --model M --probe P fine-tune on training projects' pairs, MRR / nDCG@10 on held-out ones
+  codept probe bench --model M --data PATH  CodeSearchNet jsonl / BEIR-CoIR folder: nDCG@10, MRR, recall@k
   codept grammar check [LANG...]            run the caret-annotated fixtures of grammars/<lang>/
   codept recipe NAME                        print the path of recipes/NAME.py (installed or checkout), for
                                             deepspeed --num_gpus 2 "$(codept recipe pretrain_code)" key=value ...
@@ -158,6 +161,24 @@ def _cmd_probe_run(args) -> int:
     return run_main(args)
 
 
+def _cmd_probe_structure(args) -> int:
+    from codept.probe.structure import main as structure_main
+
+    return structure_main(args)
+
+
+def _cmd_probe_bench(args) -> int:
+    from codept.probe.formats import main as bench_main
+
+    return bench_main(args)
+
+
+def _cmd_probe_finetune(args) -> int:
+    from codept.probe.finetune import main as finetune_main
+
+    return finetune_main(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="codept", description="Structure-aware pretraining data for code models.")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -253,6 +274,20 @@ def build_parser() -> argparse.ArgumentParser:
     prun = pr.add_parser("run", help="score a model on a probe: MRR, R@1/5/10, JSON + markdown + PNG")
     probe_run.add_arguments(prun)
     prun.set_defaults(fn=_cmd_probe_run)
+    from codept.probe import finetune as probe_finetune
+    from codept.probe import structure as probe_structure
+
+    pst = pr.add_parser("structure", help="structural probes of every layer's frozen states, with control tasks")
+    probe_structure.add_arguments(pst)
+    pst.set_defaults(fn=_cmd_probe_structure)
+    pft = pr.add_parser("finetune", help="fine-tune an encoder on training projects' pairs, score held-out probes")
+    probe_finetune.add_arguments(pft)
+    pft.set_defaults(fn=_cmd_probe_finetune)
+    from codept.probe import formats as probe_formats
+
+    pbe = pr.add_parser("bench", help="score a model on a CodeSearchNet jsonl or BEIR/CoIR folder: nDCG@10, MRR, recall@k")
+    probe_formats.add_arguments(pbe)
+    pbe.set_defaults(fn=_cmd_probe_bench)
 
     from codept.data.corpora import add_cli as add_corpora_cli
 

@@ -21,6 +21,9 @@ BM25 and a random-init encoder as reference rows; final loss; held-out loss/accu
 OUT/ablation.json. Every run's settings are checked with the recipe's parser before the first launch.
 Cost: the sum of the runs (about 4-5 minutes each on 2 CPU cores at the default 200 steps; ~1 minute
 at 100 steps with model.layers=2, 2 for ar, whose head scores every token).
+The study (several questions, rows x seeds, structural probes, 95% intervals, a table and a PNG per
+question, resumable): ``python recipes/ablate.py --study budget|defaults|full [--steps N] [--seeds ...]``
+(recipes/study.py).
 Limits: one seed per mixture — differences of a few MRR points are within seed noise at this scale;
 the losses of different mixtures are not comparable (different targets).
 """
@@ -159,6 +162,10 @@ def check_settings(args) -> None:
 
 
 def main(argv: list[str]) -> int:
+    if any(a == "--study" or a.startswith("--study=") for a in argv):  # the study in one command (recipes/study.py)
+        import study
+
+        return study.main(argv)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mixtures", nargs="+", default=DEFAULT_MIXTURES)
     ap.add_argument("--steps", type=int, default=200)

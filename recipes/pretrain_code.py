@@ -11,6 +11,8 @@ summary); what is this recipe's own:
      the in-domain probe holds out are the held-out validation views (never trained on); text and
      pair corpora of ``codept prepare-text`` join as ``objective@text`` / ``objective@pairs``;
   3. code-search probes (codept.probe.defaults): in-domain = held-out files of the training corpus,
+     (``probe.structure_every=N``: structural probes of the live model every N steps and at the end,
+     codept.probe.structure on the held-out files, logged as ``structure/<task>/acc|selectivity``),
      cross-project = networkx; a cheap probe every ``probe.every`` steps is logged as
      ``eval/mrr_<lang>`` (cross-project) and ``eval/in_domain/mrr_<lang>``; the final probe compares
      the model with BM25 and a random-init encoder (cached baselines): ``probe_mrr`` in the summary.
@@ -287,8 +289,36 @@ def probe_scalars(job: L.Job) -> dict:
     return out
 
 
+def structure_scalars(job: L.Job) -> dict:
+    """Structural probes of the live model (codept.probe.structure, cheap caps ``HOOK``) on the held-out
+    files (never trained on): ``structure/<task>/acc|control|selectivity|layer``. The windows and
+    labels are built once; every rank runs the forward (ZeRO-3 gathers parameters)."""
+    import dataclasses as dc
+
+    from codept.data.views import open_views
+    from codept.probe import structure as PS
+    from codept.probe.encoders import Encoder, _frame_of
+
+    state, pcfg = job.corpora.state, job.section("probe")
+    if "structure" not in state:
+        held = job.corpora.held.get("code")
+        cfg = dc.replace(PS.HOOK, files=pcfg.structure_files)
+        frame = _frame_of(job.tokenizer) if job.init_dir else ((), ())
+        length = min(cfg.window, job.model_cfg.max_positions) - len(frame[0]) - len(frame[1])
+        state["structure"] = (PS.StructureProbe(open_views(held), None, cfg, length)
+                              if held is not None and len(held) else None, frame)
+    probe, frame = state["structure"]
+    if probe is None:
+        return {}
+    enc = Encoder(job.engine.module.model, job.tokenizer, job.corpora.tokenizer_dir, {"kind": "live"}, frame)
+    job.corpora.state["structure_last"] = result = probe.evaluate(enc)
+    return PS.scalars(result)
+
+
 def hooks(job: L.Job) -> list:
-    return [(job.section("probe").every, lambda step: job.log.scalars(step, probe_scalars(job)))]
+    every = job.section("probe").structure_every
+    return [(job.section("probe").every, lambda step: job.log.scalars(step, probe_scalars(job))),
+            (every, lambda step: job.log.scalars(step, structure_scalars(job)))]
 
 
 def final(job: L.Job) -> dict:
@@ -311,7 +341,14 @@ def final(job: L.Job) -> dict:
                 row[spec] = round(baseline(d, spec, pcfg)["overall"]["pool"]["mrr"], 4)
         table[name] = row
         job.log.scalars(job.run.steps, {f"eval/{name}/mrr": ours["mrr"]})
-    return {"probe_mrr": table}
+    out = {"probe_mrr": table}
+    if pcfg.structure_every:  # the structural probes at the end too (probe.structure_every > 0)
+        job.log.scalars(job.run.steps, structure_scalars(job))
+        last = job.corpora.state.get("structure_last")
+        if last:
+            out["structure"] = {t: {k: r[k] for k in ("acc", "control", "selectivity", "layer") if k in r}
+                                for t, r in last["tasks"].items()} | {"seconds": last["seconds"]["total"]}
+    return out
 
 
 RECIPE = L.Recipe(presets=PRESETS, default_preset="debug_cpu", configure=configure, corpora=corpora,

@@ -5,6 +5,7 @@ English doc probe (continuation retrieval) on real standard-library docstrings w
 from __future__ import annotations
 
 import ast
+import json
 import importlib.util
 import sys
 from pathlib import Path
@@ -103,3 +104,29 @@ def test_doc_probe_on_real_docstrings():
     # the same halves paired wrongly (each query's partner is another document's half): near chance
     wrong = text.encoder_mrr(model, a, b[1:] + b[:1], vocab, causal=False)
     assert wrong.mean() < bi.mean() / 2
+
+
+@pytest.mark.slow
+def test_study_smoke_two_steps_then_cached(tmp_path):
+    """The study command end to end at a 2-step budget (one rank): every row trained and probed, the
+    untrained row added, a table and a PNG per question, and a second call reuses every row; the
+    runs also exercise the training-time hook probe.structure_every."""
+    ablate = _load("ablate")
+    out = tmp_path / "study"
+    argv = ["--study", "smoke", "--steps", "2", "--seeds", "0", "--ranks", "1", "--out", str(out),
+            "probe.final_queries=30", "probe.queries=10", "probe.project=", "probe.structure_every=1",
+            "probe.structure_files=12"]
+    assert ablate.main(argv) == 0
+    md = (out / "smoke.md").read_text()
+    for row in ("| mlm |", "| code_doc |", "| untrained |"):
+        assert row in md
+    assert (out / "smoke.png").stat().st_size > 1000 and "Complete." in (out / "README.md").read_text()
+    report = json.loads((out / "study.json").read_text())["questions"]["smoke"]
+    assert report["missing"] == [] and report["rows"]["mlm"]["node_kind"]["acc"]["n"] == 1
+    summary = json.loads((out / "runs" / "mlm@seed=0" / "summary.json").read_text())
+    assert set(summary["structure"]) >= {"node_kind", "def_use", "same_binding", "dataflow_edge"}  # the hook
+    evals = (out / "runs" / "mlm@seed=0" / "eval.jsonl").read_text()
+    assert '"step": 1' in evals and "structure/" in evals  # probe.structure_every=1: also after step 1
+    stamp = (out / "runs" / "mlm@seed=0" / "summary.json").stat().st_mtime
+    assert ablate.main(argv) == 0  # cached: nothing is trained again
+    assert (out / "runs" / "mlm@seed=0" / "summary.json").stat().st_mtime == stamp

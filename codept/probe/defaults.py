@@ -43,12 +43,18 @@ class ProbeConfig:
     pool: int = 1000  # candidates per pool (the CodeSearchNet convention)
     baselines: str = "bm25,random"  # scored once per probe (cached) for the summary table
     max_len: int = 256  # code tokens per candidate
+    structure_every: int = 0  # optimizer steps between structural probes of the live model (0 = never;
+    #                           codept.probe.structure on the held-out files, cheap caps: ~5-15 s on CPU)
+    structure_files: int = 32  # held-out files the structural probes read (half probe-train, half test)
 
     def __post_init__(self):
         if not 0.0 <= self.holdout < 1.0:
             raise ValueError(f"holdout={self.holdout}: must be in [0, 1) (0 = no in-domain probe)")
         if self.every < 0:
             raise ValueError(f"every={self.every}: must be >= 0 (0 = only at the end)")
+        if self.structure_every < 0 or self.structure_files < 4:
+            raise ValueError(f"structure_every={self.structure_every} (>= 0, 0 = never), structure_files="
+                             f"{self.structure_files} (>= 4): out of range")
         for name, lo in (("queries", 1), ("final_queries", 1), ("pool", 2), ("max_len", 8)):
             if getattr(self, name) < lo:
                 raise ValueError(f"{name}={getattr(self, name)}: must be >= {lo}")

