@@ -283,7 +283,9 @@ def default_probe_dirs(holdout: float) -> dict[str, Path]:
 
 
 def run_finetune(model: str, probe_dirs: dict[str, Path], train: str = "stdlib", cfg: FinetuneConfig = FinetuneConfig(),
-                 random: bool = True, references: tuple = ("bm25",), tokenizer=None, log=None) -> dict:
+                 random: bool = True, references: tuple = ("bm25",), tokenizer=None, log=None, like: str = "") -> dict:
+    """results.json dict (module docstring); ``like``: with model ``random``, the model whose shape and
+    tokenizer it copies (then no second random row)."""
     from codept.probe.encoders import load_encoder
 
     log = log or (lambda s: None)
@@ -299,11 +301,11 @@ def run_finetune(model: str, probe_dirs: dict[str, Path], train: str = "stdlib",
     train_meta.update(pairs=len(pairs), dropped_as_in_probes=dropped)
     rows = {}
     random = random and not model.startswith("random")  # a random model's random-init row is itself
-    specs = [("model", model)] + ([("random", "random")] if random else [])
+    specs = [("random" if model == "random" else "model", model)] + ([("random", "random")] if random else [])
     for row, spec in specs:
         runs = []
         for seed in cfg.seeds:
-            ref = load_encoder(model, tokenizer=tokenizer) if row == "random" else None
+            ref = load_encoder(like or model, tokenizer=tokenizer) if spec == "random" else None
             enc = load_encoder(spec, like=ref, seed=seed, tokenizer=tokenizer)
             log(f"[finetune] {row} seed {seed}: {cfg.steps} steps of {cfg.batch} pairs")
             fit = finetune(enc, pairs, cfg, seed, log=log)
@@ -376,6 +378,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         p.add_argument(f"--{f.replace('_', '-')}", type=float, default=getattr(d, f), help=f"{helps[f]} (default {getattr(d, f)})")
     p.add_argument("--seeds", type=int, nargs="+", default=list(d.seeds), help="fine-tune seeds (default 0 1 2)")
     p.add_argument("--no-random", action="store_true", help="skip the random-init row")
+    p.add_argument("--like", default="", help="with --model random: the model whose shape and tokenizer to copy")
     p.add_argument("--reference", nargs="*", default=["bm25"], help="zero-shot rows (bm25, any `probe run` model)")
     p.add_argument("--tokenizer", help="tokenizer folder for a codept checkpoint (default: its own)")
     p.add_argument("--out", type=out_folder, help="output folder (default runs/finetune/<model name>)")
@@ -388,7 +391,7 @@ def main(args) -> int:
                                                                "temperature")}, seeds=tuple(args.seeds))
         dirs = ({Path(d).name: Path(d) for d in args.probe} if args.probe else default_probe_dirs(cfg.holdout))
         result = run_finetune(args.model, dirs, args.train, cfg, not args.no_random, tuple(args.reference),
-                              args.tokenizer, log=lambda s: print(s, file=sys.stderr, flush=True))
+                              args.tokenizer, log=lambda s: print(s, file=sys.stderr, flush=True), like=args.like)
     except (ValueError, FileNotFoundError) as e:
         print(f"codept probe finetune: {e}", file=sys.stderr)
         return 2
