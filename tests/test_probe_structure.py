@@ -167,3 +167,31 @@ def test_cli_on_a_codept_checkpoint(tmp_path, capsys):
     assert "no such folder" in capsys.readouterr().err
     assert cli.main(["probe", "structure", "--model", "random"]) == 2
     assert "WHICH shape" in capsys.readouterr().err
+
+
+def test_word_boundary_on_real_text_views():
+    """Text models: does a token start a word? Labels from TextView.words on real stdlib docstrings, and
+    the probe on a random-init encoder's layer 0 (token identity: 'Ġfoo' starts a word, 'ing' does not)."""
+    import ast
+
+    from codept.data.sources import stdlib_files
+    from codept.text.build import build_text_view
+    from codept.tokenizer import default_tokenizer_dir, load_tokenizer
+
+    tok = load_tokenizer(default_tokenizer_dir())
+    views = []
+    for path in sorted(stdlib_files(), key=lambda p: p.name)[:200]:
+        try:
+            doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            continue
+        if doc and len(doc.split()) > 80:
+            views.append(build_text_view(path.name, "text", doc, tok))
+    w = S.text_window(views[0], 0, "fit", 0, len(views[0]))
+    idx, starts, _ = w.tokens["word_boundary"]
+    words = np.asarray(views[0].words)
+    assert (starts == (words[idx] != words[idx - 1])).all() and 0 < starts.mean() < 1
+    probe = S.StructureProbe(None, views, S.StructureConfig(files=len(views), windows=1, max_train=800, max_test=400,
+                                                            iters=30, boot=20), length=128)
+    r = probe.evaluate(load_encoder("random:tiny"))["tasks"]["word_boundary"]
+    assert r["acc"] > r["majority"] and r["layers"][0]["task_test"] > 0.8
