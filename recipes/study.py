@@ -154,6 +154,21 @@ def collect(q: Question, cells: dict) -> dict:
     return out
 
 
+def separated(a: dict, b: dict) -> bool:
+    """Two intervals (t_interval dicts) whose 95% intervals do not overlap (a conservative test)."""
+    if not a["n"] or not b["n"] or a["half95"] is None or b["half95"] is None:
+        return False
+    return abs(a["mean"] - b["mean"]) > a["half95"] + b["half95"]
+
+
+def separates(res: dict, row: str = "mlm", ref: str = "untrained") -> list[str]:
+    """The probes on which ``row``'s accuracy interval is above ``ref``'s, not overlapping."""
+    if row not in res or ref not in res:
+        return []
+    return [p for p, v in res[row].items() if isinstance(v, dict) and "acc" in v
+            and separated(v["acc"], res[ref][p]["acc"]) and v["acc"]["mean"] > res[ref][p]["acc"]["mean"]]
+
+
 def _fmt(iv: dict) -> str:
     if not iv["n"]:
         return "-"
@@ -236,6 +251,9 @@ def main(argv: list[str]) -> int:
         res = collect(q, cells)
         out.mkdir(parents=True, exist_ok=True)
         md = table(q, res, args.steps)
+        if q.untrained and "untrained" in res:
+            md += ("\nSeparated from the untrained encoder (95% intervals apart): " + "; ".join(
+                f"{row}: {', '.join(separates(res, row)) or 'none'}" for row in res if row != "untrained") + "\n")
         (out / f"{q.name}.md").write_text(md)
         plot(q, res, out / f"{q.name}.png")
         report[q.name] = {"ask": q.ask, "rows": res, "missing": [f"{r.name}@seed={s}" for r in q.rows for s in args.seeds
