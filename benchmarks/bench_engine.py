@@ -1,11 +1,17 @@
 """Training throughput through the DeepSpeed engine against a plain torch loop, same model, same batches.
 
 One rank, the same torch threads (--threads, default all cores), the debug_cpu encoder + MLM head (same
-initial weights on both sides) on packed stdlib batches from the real stream, one micro-batch per step:
-  plain torch   forward, loss_sum / n_valid, backward, global grad norm + clipping at --grad-clip (as
-                DeepSpeed does: the norm always, the scaling when clip > 0), torch AdamW with the
-                hyper-parameters build_engine gives DeepSpeed, LambdaLR step, zero_grad
-  deepspeed     codept.train.engine.train_step (ds_configs/<--ds-config>.json, loss normalised over the step)
+initial weights on both sides, attention path --attention, default varlen) on packed stdlib batches from
+the real stream, one micro-batch per step:
+  plain torch   forward (under torch.autocast(bfloat16) with --precision bf16_autocast), loss_sum /
+                n_valid, backward, global grad norm + clipping at --grad-clip (as DeepSpeed does: the norm
+                always, the scaling when clip > 0), torch AdamW with the hyper-parameters build_engine
+                gives DeepSpeed, LambdaLR step, zero_grad
+  deepspeed     codept.train.engine.train_step (ds_configs/<--ds-config>.json, --zero-stage and
+                --precision overriding it as the RunConfig fields do, loss normalised over the step)
+--compile compiles both sides' module (nn.Module.compile; RunConfig.compile on the engine side); the
+compiling steps fall in --warmup. --precision bf16 (DeepSpeed's bf16 weights) has no plain twin: the
+plain side then runs bf16 autocast (the ratio compares the two ways of training in bf16).
 The script relaunches itself as a 1-rank `deepspeed --num_gpus 1` job that runs the engine loop and starts
 the plain loop in a child process (its own heap, with the glibc malloc settings that
 codept.train.engine.init_distributed gives a CPU training process); the two take turns step by step, the
@@ -19,7 +25,8 @@ step's loss and grad norm of both sides (same work: the losses agree exactly; th
 DeepSpeed sums the norm in fp64, torch in fp32), model FLOPs per token (6N + attention), achieved
 TFLOP/s, and MFU when --peak-tflops is given.
 Usage: python benchmarks/bench_engine.py [--steps 30] [--warmup 5] [--seq 256] [--rows 8]
-       [--ds-config zero2] [--grad-clip 1.0] [--threads N] [--peak-tflops X]
+       [--ds-config zero2] [--zero-stage -1] [--precision fp32] [--compile] [--attention varlen]
+       [--grad-clip 1.0] [--threads N] [--peak-tflops X]
 """
 
 from __future__ import annotations
@@ -58,24 +65,26 @@ def batches(seq: int, rows: int, n: int):
     return [collate([next(stream) for _ in range(rows)]) for _ in range(n)], vocab.size
 
 
-def model(vocab_size: int):
+def model(vocab_size: int, attention: str = "varlen", seq: int = 512):
     import torch
 
     from codept.model import transformer as T
     from codept.model.pretrainer import Pretrainer, build_head
 
     torch.manual_seed(0)
-    m = T.Transformer(T.debug_cpu(vocab_size=vocab_size, dropout=0.0, attention_dropout=0.0))
+    m = T.Transformer(T.debug_cpu(vocab_size=vocab_size, dropout=0.0, attention_dropout=0.0, attention=attention,
+                                  max_positions=max(512, seq)))
     return m, Pretrainer(m, {"mlm": build_head("mlm", m)})
 
 
-def _plain_step(net, opt, sched, batch, clip: float) -> dict:
-    """What train_step does for one micro-batch per step, without DeepSpeed: loss_sum / n_valid, backward,
-    the global grad norm (the ZeRO engine always computes it, train_step logs it), clipping when clip > 0,
-    AdamW step, lr schedule step, zero_grad."""
+def _plain_step(net, opt, sched, batch, clip: float, bf16: bool = False) -> dict:
+    """What train_step does for one micro-batch per step, without DeepSpeed: loss_sum / n_valid (the forward
+    under bf16 autocast when ``bf16``), backward, the global grad norm (the ZeRO engine always computes it,
+    train_step logs it), clipping when clip > 0, AdamW step, lr schedule step, zero_grad."""
     import torch
 
-    s, n = net(batch)["mlm"]
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        s, n = net(batch)["mlm"]
     (s / n.clamp(min=1)).backward()
     params = [p for p in net.parameters() if p.grad is not None]
     if clip > 0:  # norm, then grads *= min(1, clip / norm) (DeepSpeed scales unconditionally too)
@@ -96,7 +105,8 @@ def _timed(step, batch) -> tuple[float, int, dict]:
     return time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0, logs
 
 
-def plain_worker(conn, threads: int, vocab_size: int, plan_optimizer: dict, schedule: dict, clip: float) -> None:
+def plain_worker(conn, threads: int, vocab_size: int, plan_optimizer: dict, schedule: dict, clip: float,
+                 attention: str = "varlen", seq: int = 512, bf16: bool = False, compile_: bool = False) -> None:
     """The plain loop, in its own process (its own heap: no allocator interplay with the engine's
     buffers). Runs batch i when told i; answers (seconds, page faults, logs); stops on None."""
     import functools
@@ -107,14 +117,16 @@ def plain_worker(conn, threads: int, vocab_size: int, plan_optimizer: dict, sche
 
     torch.set_num_threads(threads)
     data = conn.recv()
-    _, net = model(vocab_size)
+    _, net = model(vocab_size, attention, seq)
+    if compile_:
+        net.compile()
     o = plan_optimizer
     opt = torch.optim.AdamW(net.parameters(), lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"],
                             weight_decay=o["weight_decay"])  # the optimizer build_engine gives DeepSpeed
     sched = torch.optim.lr_scheduler.LambdaLR(opt, functools.partial(lr_multiplier, schedule=schedule))
     conn.send("ready")
     while (i := conn.recv()) is not None:
-        conn.send(_timed(lambda b: _plain_step(net, opt, sched, b, clip), data[i]))
+        conn.send(_timed(lambda b: _plain_step(net, opt, sched, b, clip, bf16), data[i]))
 
 
 def engine_half(args) -> None:
@@ -133,7 +145,7 @@ def engine_half(args) -> None:
     data, v = batches(args.seq, args.rows, args.steps)
     cfg = RunConfig(seq_len=args.seq, micro_batch_rows=args.rows, global_batch_rows=args.rows, steps=args.steps,
                     lr=1e-4, warmup_steps=0, schedule="constant", grad_clip=args.grad_clip, ds_config=args.ds_config,
-                    precision="fp32")
+                    precision=args.precision, zero_stage=args.zero_stage, compile=args.compile)
     plan = derive(cfg, world.world_size)
     if world.backend == "gloo":  # the plain process gets the glibc malloc settings init_distributed gave this one
         for name, value in E.CPU_MALLOC_ENV.items():
@@ -141,10 +153,11 @@ def engine_half(args) -> None:
     ctx = multiprocessing.get_context("spawn")
     conn, child_conn = ctx.Pipe()
     worker = ctx.Process(target=plain_worker, args=(child_conn, args.threads, v, plan.optimizer, plan.schedule,
-                                                    args.grad_clip), daemon=True)
+                                                    args.grad_clip, args.attention, args.seq,
+                                                    args.precision != "fp32", args.compile), daemon=True)
     worker.start()
     conn.send(data)
-    m, net = model(v)  # same seed as the worker's: the same initial weights on both sides
+    m, net = model(v, args.attention, args.seq)  # same seed as the worker's: the same initial weights on both sides
     flops_per_token = m.flops_per_token(args.seq)  # before ZeRO-3 partitions the parameters away
     eng = E.build_engine(net, cfg, world, plan=plan)
     if conn.recv() != "ready":
@@ -198,6 +211,11 @@ def main() -> None:
                     help=f"global grad-norm clip on both sides (RunConfig default {RUN_DEFAULT_CLIP}); 0: norm only")
     ap.add_argument("--peak-tflops", type=float, default=0.0)
     ap.add_argument("--ds-config", default="zero2", help="ds_configs/<name>.json for the engine half")
+    ap.add_argument("--zero-stage", type=int, default=-1, help="RunConfig.zero_stage for the engine (-1: the ds_config's)")
+    ap.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "bf16_autocast"),
+                    help="RunConfig.precision of the engine; the plain loop runs bf16 autocast unless fp32")
+    ap.add_argument("--compile", action="store_true", help="torch.compile both sides (steps in --warmup compile)")
+    ap.add_argument("--attention", default="varlen", help="the model's attention path, both sides")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads, both halves")
     ap.add_argument("--engine-half", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--result", default="", help=argparse.SUPPRESS)
@@ -217,7 +235,9 @@ def main() -> None:
                            "--engine-half", "--result", str(result), "--steps", str(args.steps),
                            "--warmup", str(args.warmup), "--seq", str(args.seq), "--rows", str(args.rows),
                            "--threads", str(args.threads), "--grad-clip", str(args.grad_clip),
-                           "--ds-config", args.ds_config],
+                           "--ds-config", args.ds_config, "--zero-stage", str(args.zero_stage),
+                           "--precision", args.precision, "--attention", args.attention]
+                          + (["--compile"] if args.compile else []),
                           cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for f in glob.glob(f"/dev/shm/deepspeed_allreduce_buffer_*_{port}_*"):  # left behind if the job crashed
         Path(f).unlink(missing_ok=True)
@@ -232,11 +252,12 @@ def main() -> None:
     fpt = r["flops_per_token"]
     fp, fe = r["first"]["plain"], r["first"]["engine"]
     print(f"{len(tp)} timed steps per side after {w} warm-up, {args.rows} x {args.seq} tokens, {args.threads} threads, "
-          f"grad_clip {args.grad_clip}, interleaved")
+          f"grad_clip {args.grad_clip}, interleaved; attention {args.attention}, engine precision {args.precision}, "
+          f"plain {'fp32' if args.precision == 'fp32' else 'bf16 autocast'}, compile {args.compile}")
     print(f"plain torch loop  {plain_tok_s:9.0f} tok/s  {plain_tok_s * fpt / 1e12:.4f} TFLOP/s  "
           f"(median step {statistics.median(tp) * 1e3:.0f} ms)")
     print(f"deepspeed engine  {engine_tok_s:9.0f} tok/s  {engine_tok_s * fpt / 1e12:.4f} TFLOP/s  "
-          f"(median step {statistics.median(te) * 1e3:.0f} ms, {args.ds_config})")
+          f"(median step {statistics.median(te) * 1e3:.0f} ms, {args.ds_config}, zero_stage {args.zero_stage})")
     print(f"minor page faults per step (median): plain {statistics.median(r['faults']['plain'][w:]):.0f}, "
           f"engine {statistics.median(r['faults']['engine'][w:]):.0f}")
     print(f"step 1: loss plain {fp['loss']:.6f} engine {fe['loss']:.6f}; grad norm plain {fp['grad_norm']:.6f} "

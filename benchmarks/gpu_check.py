@@ -5,10 +5,15 @@ Two halves, because the GPU machine has torch but no tree-sitter/datasets/tokeni
                real packed MLM rows from the stdlib stream (default tokenizer, seq 512), int16 on disk
   there (GPU): python benchmarks/gpu_check.py --batches runs/gpu_batches.npz [--budget-s 420]
 Sections (each one guarded: a failure prints its traceback and the next section runs):
-  1. attention: reference vs sdpa vs flex on packed real rows (fp32 and bf16 max abs diff of hidden states)
-  2. plain torch loop, bf16 autocast + fused AdamW: tokens/s, model TFLOP/s, MFU (eager sdpa, flex, compiled)
-  3. DeepSpeed engine, ds_configs/zero2_bf16.json through codept.train.engine (world size 1, NCCL):
-     loss first/last over the smoke run, tokens/s, MFU, ratio to the plain loop
+  1. attention: reference vs sdpa vs varlen vs flex on packed real rows (fp32 and bf16 max abs diff of
+     hidden states)
+  2. plain torch loop, bf16 autocast + fused AdamW: tokens/s, model TFLOP/s, MFU (``plain_<path>``, eager
+     and ``_compiled``: sdpa = the dense masked path, varlen = per document (issue 25), flex)
+  3. DeepSpeed engine through codept.train.engine (world size 1, NCCL): ``engine_zero2_bf16`` (DeepSpeed's
+     bf16, ds_configs/zero2_bf16.json, sdpa: the engine as measured before issue 25) and
+     ``engine_varlen_<stage>`` (precision=bf16_autocast, attention varlen, RunConfig.compile, ZeRO stage
+     0/1/2; ``engine_varlen_eager_<stage>`` uncompiled): loss first/last over the smoke run, tokens/s, MFU,
+     ratio to the plain varlen loop, compiled or not (``*_over_plain``: the issue's bar is >= 0.95)
   4. every regime of issue 15 (``regime_<name>``: mlm, ar, ar_ss = ar with scheduled sampling, unilm, glm,
      plm, electra): the plain bf16 loop on that regime's own packed rows (its masks, 2-D positions, orders,
      two streams, generator), eager and compiled, sdpa and flex; then the engine on one GPU with ZeRO stage 0
@@ -16,9 +21,12 @@ Sections (each one guarded: a failure prints its traceback and the next section 
   here (CPU):  python benchmarks/gpu_check.py --make-batches runs/gpu_batches.npz --regimes all
   there (GPU): python benchmarks/gpu_check.py --sections engine_zero2_bf16,engine_stage0_bf16,regimes,regimes_flex
                (``regimes`` = every regime_<name>_compiled; ~2 min each with compilation: raise --budget-s)
-Model FLOPs = encoder 6N + 12 L C T per token (Transformer.flops_per_token) + the MLM head at the labelled
-positions only (3 x 2 x (C^2 + C V) per label), i.e. the work the code actually does. MFU is against
---peak-tflops (989: the H200's dense bf16 spec).
+Model FLOPs = 6N per token for the encoder's weight matmuls (N = non-embedding parameters, forward +
+backward) + 12 L C T for attention over the row (Transformer.flops_per_token, PaLM's count: the full T x T
+even where packed documents are shorter) + the MLM head at the labelled positions only (6 (C^2 + C V)
+per label), i.e. the work the model does with the sparse head. MFU is against the device's dense bf16
+peak from PEAK_TFLOPS (H100 SXM / H200: 989) unless --peak-tflops is given.
+Dry run (CPU, the tiny model, a few micro-batches, every section's code path): tests/test_gpu_check.py.
 """
 
 from __future__ import annotations
@@ -34,6 +42,26 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 KEYS = ("input_ids", "segment_ids", "positions", "prefix", "labels.mlm")
+
+# dense bf16 tensor-core peaks (TFLOP/s, without sparsity) by a substring of torch.cuda.get_device_name();
+# the first match wins (more specific names first)
+PEAK_TFLOPS = (("H100 PCIe", 756.0), ("H100", 989.0), ("H200", 989.0), ("GH200", 989.0), ("A100", 312.0),
+               ("L40S", 362.0), ("L4", 121.0))
+
+
+def peak_of(device: str, given: float = 0.0) -> tuple[float, str]:
+    """(peak TFLOP/s, where it came from) for an MFU: --peak-tflops when given, else PEAK_TFLOPS by device
+    name; (0, why) when neither knows the device (MFU is then not reported)."""
+    if given > 0:
+        return given, "--peak-tflops"
+    for key, tflops in PEAK_TFLOPS:
+        if key in device:
+            return tflops, f"PEAK_TFLOPS[{key!r}] (dense bf16)"
+    return 0.0, f"{device!r} is not in PEAK_TFLOPS: pass --peak-tflops"
+
+
+def mfu(tflops: float, peak: float):
+    return round(tflops / peak, 4) if peak > 0 else None
 
 
 REGIMES = {  # regime -> (objective, its settings, model settings)
@@ -173,7 +201,7 @@ def regime_plain(batches, regime: str, attention: str, compile_: bool, seq: int,
     fl = regime_flops(net, batches[warmup:], seq)
     tokens = sum(int((b["segment_ids"] > 0).sum()) for b in batches[warmup:])
     res = {"regime": regime, "attention": attention, "compiled": compile_, "tok_s": round(tokens / dt),
-           "model_tflops": round(fl / dt / 1e12, 1), "mfu": round(fl / dt / 1e12 / peak, 4),
+           "model_tflops": round(fl / dt / 1e12, 1), "mfu": mfu(fl / dt / 1e12, peak),
            "loss_first": float(losses[0]), "loss_last": float(losses[-1]), "peak_mem_gib": peak_mem_gib()}
     del net, opt, fwd
     if DEV == "cuda":
@@ -183,8 +211,7 @@ def regime_plain(batches, regime: str, attention: str, compile_: bool, seq: int,
 
 
 def make_batches(out: str, rows: int, seq: int) -> None:
-    import numpy as np
-
+    """Real packed MLM rows of the stdlib stream (benchmarks/bench_compute.py's rows) -> the .npz."""
     from codept.data.collate import collate
     from codept.data.stream import Mixture, PackedStream
     from codept.data.views import view_source
@@ -198,10 +225,19 @@ def make_batches(out: str, rows: int, seq: int) -> None:
     vocab = Vocab.from_tokenizer(load_tokenizer(tok_dir))
     stream = PackedStream(Mixture([view_source(views, build("mlm", vocab), "mlm")], [1], seed=0), seq, vocab.pad_id,
                           buffer=512)
-    b = collate([next(stream) for _ in range(rows)])
-    arrays = {k.replace(".", "_"): b[k].numpy().astype(np.int16 if k != "prefix" else np.bool_) for k in KEYS}
+    save_batches(collate([next(stream) for _ in range(rows)]), vocab.size, out)
+
+
+def save_batches(batch: dict, vocab_size: int, out: str) -> None:
+    """A padded MLM batch (codept.data.collate) -> the .npz that --batches reads (int16 ids: vocab < 32768)."""
+    import numpy as np
+
+    if vocab_size > 32767:
+        raise ValueError(f"vocab_size={vocab_size}: the batches file stores ids as int16 (< 32768)")
+    arrays = {k.replace(".", "_"): batch[k].numpy().astype(np.int16 if k != "prefix" else np.bool_) for k in KEYS}
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(out, vocab_size=vocab.size, **arrays)
+    np.savez_compressed(out, vocab_size=vocab_size, **arrays)
+    rows, seq = batch["input_ids"].shape
     print(f"{rows} rows x {seq} tokens -> {out} ({Path(out).stat().st_size / 1e6:.1f} MB)")
 
 
@@ -283,12 +319,18 @@ def attention_paths(batches) -> dict:
     out = {}
     with torch.inference_mode():
         ref = m.encode(b, attention="reference")
-        for path in ("sdpa", "flex"):
+        for path in ("sdpa", "varlen", "flex"):
             out[f"{path}_vs_reference_fp32"] = float((m.encode(b, attention=path) - ref).abs().max())
         with torch.autocast(DEV, dtype=torch.bfloat16):
             ref16 = m.encode(b, attention="reference").float()
-            out["sdpa_vs_reference_bf16"] = float((m.encode(b, attention="sdpa").float() - ref16).abs().max())
+            for path in ("sdpa", "varlen"):  # bf16 vs the fp32 reference: each path's own bf16 error
+                out[f"{path}_bf16_vs_reference_fp32"] = float((m.encode(b, attention=path).float() - ref).abs().max())
         out["bf16_vs_fp32_reference"] = float((ref16 - ref).abs().max())
+        from codept.model import transformer as T
+
+        docs = T.documents(b["segment_ids"], b["prefix"])
+        out["varlen_kernel_bf16"] = T.varlen_kernel(docs, DEV, torch.bfloat16, m.config.hidden // m.config.heads,
+                                                    T._flash_varlen())
     return out
 
 
@@ -321,7 +363,7 @@ def plain(batches, attention: str, compile_: bool, seq: int, peak: float, warmup
     tokens = sum(int((b["segment_ids"] > 0).sum()) for b in batches[warmup:])
     top = kernel_profile(step, batches[:3]) if profile else None
     res = {"params": m.num_parameters(), "tok_s": round(tokens / dt), "model_tflops": round(fl / dt / 1e12, 1),
-           "mfu": round(fl / dt / 1e12 / peak, 4), "loss_first": float(losses[0]), "loss_last": float(losses[-1]),
+           "mfu": mfu(fl / dt / 1e12, peak), "loss_first": float(losses[0]), "loss_last": float(losses[-1]),
            "peak_mem_gib": peak_mem_gib()}
     if top:
         res["top_kernels_ms"] = top
@@ -347,7 +389,11 @@ def kernel_profile(step, batches) -> dict:
 
 
 def engine_smoke(batches, seq: int, micro: int, peak: float, warmup: int, steps: int, compile_: bool = False,
-                 port: int = 29561, profile: bool = False, dropout: float = 0.0, zero_stage: int = -1) -> dict:
+                 port: int = 29561, profile: bool = False, dropout: float = 0.0, zero_stage: int = -1,
+                 attention: str = "sdpa", precision: str = "auto") -> dict:
+    """The engine (codept.train.engine.build_engine + train_step) on the batches: ds_configs/zero2_bf16.json
+    (zero2 on the CPU dry run) with the RunConfig's zero_stage, precision ("auto": DeepSpeed's bf16 on
+    GPU; "bf16_autocast": torch.autocast) and compile switches."""
     import torch
 
     os.environ.update({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
@@ -356,15 +402,13 @@ def engine_smoke(batches, seq: int, micro: int, peak: float, warmup: int, steps:
     from codept.train.config import RunConfig
 
     world = E.init_distributed()
-    m, net = build_net(50304, "sdpa", dropout=dropout)
+    m, net = build_net(50304, attention, dropout=dropout)
     if DEV == "cpu":
         torch.set_num_threads(2)
     cfg = RunConfig(seq_len=seq, micro_batch_rows=micro, global_batch_rows=micro, steps=steps, lr=5e-4,
                     warmup_steps=10, schedule="cosine", ds_config="zero2_bf16" if DEV == "cuda" else "zero2",
-                    zero_stage=zero_stage)
+                    zero_stage=zero_stage, precision=precision, compile=compile_)
     eng = E.build_engine(net, cfg, world)
-    if compile_:
-        eng.compile()
     data = [batches[i % len(batches)] for i in range(steps)]
     losses = []
 
@@ -376,9 +420,10 @@ def engine_smoke(batches, seq: int, micro: int, peak: float, warmup: int, steps:
     tokens = sum(int((b["segment_ids"] > 0).sum()) for b in data[warmup:])
     prof = engine_profile(step, data[:4]) if profile else None
     k = max(1, len(losses) // 10)
-    res = {"ds_config": "zero2_bf16", "zero_stage": zero_stage, "compiled": compile_,
+    res = {"ds_config": cfg.ds_config, "zero_stage": zero_stage, "compiled": compile_, "attention": attention,
+           "precision": precision,
            "optimizer": getattr(eng, "codept_optimizer", "?"), "steps": steps, "tok_s": round(tokens / dt),
-           "model_tflops": round(fl / dt / 1e12, 1), "mfu": round(fl / dt / 1e12 / peak, 4),
+           "model_tflops": round(fl / dt / 1e12, 1), "mfu": mfu(fl / dt / 1e12, peak),
            "loss_first_tenth": round(sum(losses[:k]) / k, 3), "loss_last_tenth": round(sum(losses[-k:]) / k, 3),
            "all_finite": all(x == x and abs(x) < 1e4 for x in losses),
            "peak_mem_gib": peak_mem_gib()}
@@ -407,6 +452,24 @@ def engine_profile(step, batches) -> dict:
             "top_self_cpu_ms": {e.key[:70]: round(e.self_cpu_time_total / 1e3 / len(batches), 2) for e in cpu_top}}
 
 
+def ratios(results: dict) -> None:
+    """Throughput ratios of the sections that ran (in place): each engine section over the plain loop it
+    is the engine twin of (the issue's bar: >= 0.95), varlen over sdpa."""
+    def tok(name):
+        return results.get(name, {}).get("tok_s")
+
+    pairs = {"engine_over_plain_sdpa": ("engine_zero2_bf16", "plain_sdpa"),
+             "varlen_over_sdpa": ("plain_varlen", "plain_sdpa"),
+             "varlen_over_sdpa_compiled": ("plain_varlen_compiled", "plain_sdpa_compiled"),
+             **{f"engine_varlen_stage{s}_over_plain": (f"engine_varlen_stage{s}", "plain_varlen_compiled")
+                for s in (0, 1, 2)},
+             **{f"engine_varlen_eager_stage{s}_over_plain": (f"engine_varlen_eager_stage{s}", "plain_varlen")
+                for s in (0, 1, 2)}}
+    for key, (a, b) in pairs.items():
+        if tok(a) and tok(b):
+            results[key] = round(tok(a) / tok(b), 3)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--make-batches", default="", help="CPU: write real packed rows to this .npz and exit")
@@ -414,11 +477,13 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1024)
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--micro", type=int, default=64, help="rows per micro-batch on the GPU")
-    ap.add_argument("--peak-tflops", type=float, default=989.0)
+    ap.add_argument("--peak-tflops", type=float, default=0.0, help="dense bf16 peak for MFU (default: PEAK_TFLOPS "
+                    "by device name)")
     ap.add_argument("--budget-s", type=float, default=420.0, help="skip sections that would overrun this")
     ap.add_argument("--engine-steps", type=int, default=120)
-    ap.add_argument("--sections", default="attention_paths,plain_sdpa,plain_flex,engine_zero2_bf16,"
-                    "plain_sdpa_compiled,plain_flex_compiled", help="comma-separated subset, run in this order")
+    ap.add_argument("--sections", default="attention_paths,plain_sdpa,plain_varlen,plain_sdpa_compiled,"
+                    "plain_varlen_compiled,engine_varlen_stage2,engine_varlen_stage0,engine_zero2_bf16,plain_flex_compiled",
+                    help="comma-separated subset, run in this order")
     ap.add_argument("--profile", action="store_true", help="per-kernel GPU time of the compiled plain loop")
     ap.add_argument("--out", default=os.environ.get("OUT", "runs"))
     ap.add_argument("--dry-run", action="store_true", help="CPU, tiny model, 4 micro-batches: check the script")
@@ -445,14 +510,19 @@ def main() -> None:
     batches = load_batches(args.batches, args.micro, DEV)
     if args.dry_run:
         batches = batches[:6]
-    results = {"device": torch.cuda.get_device_name() if DEV == "cuda" else "cpu (dry run)", "torch": torch.__version__, "micro_rows": args.micro,
-               "seq": args.seq, "micro_batches": len(batches)}
+    device = torch.cuda.get_device_name() if DEV == "cuda" else "cpu (dry run)"
+    p, peak_from = peak_of(device, args.peak_tflops)
+    results = {"device": device, "torch": torch.__version__, "micro_rows": args.micro, "seq": args.seq,
+               "micro_batches": len(batches), "peak_tflops": p, "peak_from": peak_from,
+               "flops": "6N per token (non-embedding weights, fwd+bwd) + 12 L C T attention + 6 (C^2 + C V) per MLM target"}
     print(json.dumps(results), flush=True)
     w = 3
-    p, seq = args.peak_tflops, args.seq
+    seq = args.seq
     plan = {
         "attention_paths": (20, lambda: attention_paths(batches)),
         "plain_sdpa": (30, lambda: plain(batches, "sdpa", False, seq, p, w)),
+        "plain_varlen": (30, lambda: plain(batches, "varlen", False, seq, p, w)),
+        "plain_varlen_compiled": (150, lambda: plain(batches, "varlen", True, seq, p, w, args.profile)),
         "plain_flex": (60, lambda: plain(batches, "flex", False, seq, p, w)),
         "engine_zero2_bf16": (90, lambda: engine_smoke(batches, seq, args.micro, p, w, args.engine_steps)),
         "plain_sdpa_compiled": (150, lambda: plain(batches, "sdpa", True, seq, p, w, args.profile)),
@@ -465,16 +535,22 @@ def main() -> None:
         "engine_stage0_bf16": (90, lambda: engine_smoke(batches, seq, args.micro, p, w, args.engine_steps,
                                                         port=29564, zero_stage=0)),
     }
+    for stage in (0, 1, 2):  # the issue-25 path through the engine: varlen, bf16 autocast, RunConfig.compile
+        for comp in (True, False):
+            plan[f"engine_varlen{'' if comp else '_eager'}_stage{stage}"] = (200 if comp else 90, lambda stage=stage, comp=comp: engine_smoke(
+                batches, seq, args.micro, p, w, args.engine_steps, compile_=comp, port=29570 + 2 * stage + comp,
+                zero_stage=stage, attention="varlen", precision="bf16_autocast"))
     regime_file = args.batches.removesuffix(".npz") + "_regimes.npz"
     for name in REGIMES:  # regime_<name>[_flex][_compiled]: a short plain loop on the regime's own rows
         rb = (lambda name=name: load_regime_batches(regime_file, name, args.micro, DEV)[: 4 if args.dry_run else 16])
-        for attn in ("sdpa", "flex"):
+        for attn in ("sdpa", "flex", "varlen"):
             for comp in (False, True):
-                key = f"regime_{name}" + ("_flex" if attn == "flex" else "") + ("_compiled" if comp else "")
+                key = f"regime_{name}" + ("" if attn == "sdpa" else f"_{attn}") + ("_compiled" if comp else "")
                 plan[key] = (120 if comp else 40,
                              lambda name=name, attn=attn, comp=comp, rb=rb: regime_plain(rb(), name, attn, comp, seq, p, w))
     aliases = {"regimes": [f"regime_{n}_compiled" for n in REGIMES],  # one short compiled run per regime
-               "regimes_flex": [f"regime_{n}_flex_compiled" for n in REGIMES]}
+               "regimes_flex": [f"regime_{n}_flex_compiled" for n in REGIMES],
+               "regimes_varlen": [f"regime_{n}_varlen_compiled" for n in REGIMES]}
     names = [x for name in args.sections.split(",") for x in aliases.get(name, [name])]
     unknown = [n for n in names if n not in plan]
     if unknown:
@@ -482,9 +558,7 @@ def main() -> None:
     for name in names:
         need, fn = plan[name]
         section(name, fn, results, deadline, need)
-    eng, pl = results.get("engine_zero2_bf16", {}), results.get("plain_sdpa", {})
-    if "tok_s" in eng and "tok_s" in pl:
-        results["engine_over_plain_sdpa"] = round(eng["tok_s"] / pl["tok_s"], 3)
+    ratios(results)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "gpu_check.json").write_text(json.dumps(results, indent=2))
     print("\n" + json.dumps(results, indent=2))

@@ -43,6 +43,11 @@ scores (the micro-step's, gathered over ranks), both directions (count = 2 per p
 logit > 0 == the pair's label. Passing the
 flag through ``forward`` (not a separate method) keeps ZeRO-3's parameter gathering, which hooks
 ``forward``, working.
+Sparse heads: the token-level heads (LMHead, TokenClassifier, and the generator of
+codept.model.regimes) gather the hidden states at their targets first, then project (ModernBERT's
+sparse prediction); ``head.sparse = False`` gives the dense reference (every position projected,
+then selected), equal in loss, gradients and metrics (tests/test_compute.py), kept for tests and
+benchmarks/bench_compute.py.
 Cost: LM heads O(N_labelled V C); pointer O(K T C) per row; edge O(K C^2); contrastive O(M^2 C) for M documents.
 Selecting labelled positions by boolean index costs one host-device sync per head and step.
 Not covered: the varlen layout; negatives across micro-batches of one step or from a queue (the
@@ -152,6 +157,7 @@ class LMHead(nn.Module):
         self.norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
         self.decoder_weight = model.embed.tokens.weight  # tied: the same Parameter as the input table
         self.bias = nn.Parameter(torch.zeros(cfg.vocab_size))
+        self.sparse = True  # False: the dense reference (every position projected, then selected)
         _init(self, cfg.init_std)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -176,7 +182,7 @@ class LMHead(nn.Module):
     def forward(self, hidden: torch.Tensor, batch: dict, metrics: bool = False):
         targets = self.targets(batch)  # (B, T)
         valid = targets != IGNORE
-        logits = self.logits(hidden[valid])  # (N, V): only labelled positions
+        logits = self.logits(hidden[valid]) if self.sparse else self.logits(hidden)[valid]  # (N, V)
         return _classify(logits, targets[valid], valid.sum(), metrics, self.bias)
 
 
@@ -190,12 +196,15 @@ class TokenClassifier(nn.Module):
         self.dense = nn.Linear(cfg.hidden, cfg.hidden)
         self.out = nn.Linear(cfg.hidden, n_classes)
         self.extra_size = 3 + 2 * AUC_BINS if n_classes == 2 else 0  # Metrics.extra: binary_counts
+        self.sparse = True  # False: the dense reference (every position classified, then selected)
         _init(self, cfg.init_std)
 
     def forward(self, hidden: torch.Tensor, batch: dict, metrics: bool = False):
         labels = batch[self.field]  # (B, T)
         valid = labels != IGNORE
-        logits = self.out(F.gelu(self.dense(hidden[valid])))  # (N, n_classes)
+        h = hidden[valid] if self.sparse else hidden
+        logits = self.out(F.gelu(self.dense(h)))  # (N, n_classes)
+        logits = logits if self.sparse else logits[valid]
         out = _classify(logits, labels[valid], valid.sum(), metrics)
         if metrics and self.extra_size:  # accuracy sits at the majority share: F1 and AUC on class 1 tell
             out = out._replace(extra=binary_counts(logits.detach(), labels[valid]))

@@ -90,6 +90,7 @@ class Generator(nn.Module):
         self.norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
         self.decoder_weight = model.embed.tokens.weight  # the same Parameter: shared token table
         self.bias = nn.Parameter(torch.zeros(cfg.vocab_size))
+        self.sparse = True  # False: the dense reference (every position projected, then selected)
         _init(self, cfg.init_std)
         for m in self.modules():
             if isinstance(m, nn.LayerNorm):
@@ -123,7 +124,8 @@ class Generator(nn.Module):
     def stage(self, model: Transformer, batch: dict, metrics: bool = False):
         labels = batch[self.field]  # (B, T): original ids at the masked tokens
         valid = labels != IGNORE
-        logits = self.logits(self.hidden(model, batch)[valid])  # (N, V)
+        h = self.hidden(model, batch)  # (B, T, g)
+        logits = self.logits(h[valid]) if self.sparse else self.logits(h)[valid]  # (N, V)
         out = _classify(logits, labels[valid], valid.sum(), metrics, self.bias)
         sampled = self.sample(logits)  # (N,)
         ids = batch["input_ids"].clone()

@@ -13,22 +13,35 @@ eps from the config. The MLM decoder is tied to ``embed.tokens`` (codept.model.h
 Algorithm (:meth:`Transformer.forward`), for a padded batch of B rows of T tokens, C = hidden:
   1. x = LayerNorm(tokens[input_ids] + types[types or 0] + positions[positions]
                     (+ langs[langs] + blocks[block_positions] when configured))      # (B, T, C)
-  2. The mask is built ONCE per forward from (segment_ids, prefix, order): a dense (B, T, T) bool for the
-     "reference" and "sdpa" paths, a FlexAttention BlockMask for "flex". A padding query (seg 0)
-     sees only itself, so no row is empty (no NaN) and every path gives the same numbers.
+  2. The attention inputs are built ONCE per forward from (segment_ids, prefix, order): a dense
+     (B, T, T) bool for "reference" and "sdpa", a FlexAttention BlockMask for "flex", the batch's
+     documents (:class:`Documents`: the packer's document boundaries, found from the segment ids)
+     for "varlen". A padding query (seg 0) sees only itself, so no row is empty (no NaN) and every
+     path gives the same numbers.
   3. Each block: x = LN(x + Drop(Attn(x))); x = LN(x + Drop(W2 GELU(W1 x)))     # post-LN, as BERT
-Attention paths (equal within float tolerance; tests/test_model.py):
+Attention paths (equal within float tolerance; tests/test_model.py, tests/test_compute.py):
   "reference" explicit softmax(QK^T / sqrt(d)) over the boolean mask; readable, O(B H T^2) memory.
-  "sdpa"      torch.nn.functional.scaled_dot_product_attention with the same boolean mask (default;
-              on GPU a fused memory-efficient kernel, on CPU the math kernel).
+  "sdpa"      torch.nn.functional.scaled_dot_product_attention with the same boolean mask (on GPU a
+              fused memory-efficient kernel, on CPU the flash kernel reading the mask).
   "flex"      torch.nn.attention.flex_attention with a block mask from segment ids + prefix; skips
               fully hidden blocks (packed documents), compiled on CUDA. No attention dropout.
+  "varlen"    attention per packed document (the cu_seqlens of the padding-free layout): documents
+              of equal length and mask kind go through one SDPA call WITHOUT a mask when the rule
+              needs none inside a document (bidirectional: every key; causal: is_causal), with the
+              rule restricted to the document otherwise (prefix-LM, an explicit order, the query
+              stream); flash-attn's varlen kernel instead when it is installed and applies
+              (:func:`varlen_kernel`). Tokens never meet other documents' or padding keys, and the
+              (B, T, T) mask is never built. Cost: one host copy of the (B, T) inputs per forward,
+              one SDPA call per group, a gather and a scatter of q, k, v for rows holding several
+              documents.
 Two-stream attention (XLNet's permutation LM, :meth:`Transformer.two_stream`): a content stream
 (the forward above) and a query stream that starts from a learned vector at each position and
 reads keys/values from the content stream under the STRICT rule order[k] < order[q]; same weights.
 Cost: ~6 N FLOPs per token for training (N = non-embedding parameters) plus 12 L C T for attention
-(:meth:`Transformer.flops_per_token`). Not covered: the padding-free varlen layout (cu_seqlens) of
-codept.data.collate, KV caches / generation, relative or rotary positions, pre-LN, MoE.
+(:meth:`Transformer.flops_per_token`). Not covered: KV caches / generation, relative or rotary
+positions, pre-LN, MoE; the varlen path runs on the padded layout (the padding-free one of
+codept.data.collate gives the same documents, tests/test_compute.py) and needs every document to be
+one contiguous run of its segment id (the packer's layout).
 """
 
 from __future__ import annotations
@@ -36,13 +49,16 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
 
 import torch
 import torch.nn.functional as F
 import torch.utils.checkpoint
 from torch import nn
 
-ATTENTION_PATHS = ("reference", "sdpa", "flex")
+ATTENTION_PATHS = ("reference", "sdpa", "flex", "varlen")
 OPTIONAL_INPUTS = ("types", "langs", "block_positions", "order")  # batch columns beyond the four always there
 RESIDUAL_INITS = ("normal", "zero")
 
@@ -73,7 +89,7 @@ class ModelConfig:
     pad_id: int = 0  # the tokenizer's padding id (pad_token_id); never attended to (segment 0)
     causal: bool = False  # what a batch WITHOUT `prefix` means: False = bidirectional, True = causal.
     #                       A batch prefix always wins: the one rule, not the config, decides.
-    attention: str = "sdpa"  # default attention path: "reference" | "sdpa" | "flex"
+    attention: str = "sdpa"  # default attention path: "reference" | "sdpa" | "flex" | "varlen"
     checkpointing: bool = False  # recompute each block in backward (activation checkpointing)
 
     def __post_init__(self):
@@ -88,6 +104,9 @@ class ModelConfig:
             raise ValueError(f"residual_init={self.residual_init!r}: expected one of {RESIDUAL_INITS}")
         if self.attention not in ATTENTION_PATHS:
             raise ValueError(f"attention={self.attention!r}: expected one of {ATTENTION_PATHS}")
+        if self.attention == "flex" and self.attention_dropout > 0:
+            raise ValueError(f"attention='flex' has no attention dropout (attention_dropout={self.attention_dropout}): "
+                             "set attention_dropout=0 or pick attention='varlen' or 'sdpa'")
         for name in ("dropout", "attention_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"ModelConfig.{name}={getattr(self, name)} must be in [0, 1)")
@@ -199,7 +218,10 @@ def flex_block_mask(segment_ids: torch.Tensor, prefix: torch.Tensor, order: torc
 
 def attention_mask(segment_ids: torch.Tensor, prefix: torch.Tensor, order: torch.Tensor | None, path: str,
                    strict: bool = False):
-    """The mask one forward builds once: a BlockMask for "flex", a dense (B, T, T) bool otherwise."""
+    """What one forward builds once: a BlockMask for "flex", the documents of the batch
+    (:class:`Documents`) for "varlen", a dense (B, T, T) bool otherwise."""
+    if path == "varlen":
+        return documents(segment_ids, prefix, order, strict)
     return (flex_block_mask if path == "flex" else visibility)(segment_ids, prefix, order, strict)
 
 
@@ -218,20 +240,177 @@ def _flex_attention(q, k, v, block_mask):
 
 
 def attend(q, k, v, mask, path: str, dropout_p: float = 0.0) -> torch.Tensor:
-    """softmax(q k^T / sqrt(d)) v over visible keys. q, k, v (B, H, T, D); mask (B, T, T) bool
-    (BlockMask for "flex"). Returns (B, H, T, D)."""
+    """softmax(q k^T / sqrt(d)) v over visible keys. q, k, v (B, T, H, D); mask: (B, T, T) bool,
+    a BlockMask for "flex", :class:`Documents` for "varlen". Returns (B, T, H, D)."""
+    if path == "varlen":
+        return varlen_attend(q, k, v, mask, dropout_p)
+    q, k, v = (x.transpose(1, 2) for x in (q, k, v))  # (B, H, T, D)
     if path == "reference":
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])  # (B, H, T, T)
         scores = scores.masked_fill(~mask[:, None], float("-inf"))  # no row is all -inf (padding diagonal)
-        probs = F.dropout(scores.softmax(dim=-1), p=dropout_p)
-        return probs @ v
-    if path == "sdpa":
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None], dropout_p=dropout_p)
-    if path == "flex":
+        y = F.dropout(scores.softmax(dim=-1), p=dropout_p) @ v
+    elif path == "sdpa":
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None], dropout_p=dropout_p)
+    elif path == "flex":
         if dropout_p > 0:
             raise ValueError(f"attention='flex' has no attention dropout; got {dropout_p} (set attention_dropout=0)")
-        return _flex_attention(q, k, v, mask)
-    raise ValueError(f"attention path {path!r}: expected one of {ATTENTION_PATHS}")
+        y = _flex_attention(q, k, v, mask)
+    else:
+        raise ValueError(f"attention path {path!r}: expected one of {ATTENTION_PATHS}")
+    return y.transpose(1, 2)  # (B, T, H, D)
+
+
+# ---------------------------------------------------------------------------------------------
+# The varlen path: attention per packed document, no mask where the rule needs none
+
+
+class DocGroup(NamedTuple):
+    """Documents of one length L and one mask kind, attended in one call."""
+
+    index: torch.Tensor  # (G * L,) long: flat token positions b * T + t, document by document
+    count: int  # G documents
+    length: int  # L tokens each
+    kind: str  # "full" (every key of the document), "causal" (k <= q) or "mask" (the rule, per document)
+    mask: torch.Tensor | None  # (G, 1, L, L) bool for kind "mask"
+
+
+@dataclass(frozen=True)
+class Documents:
+    """The packed documents of a batch (B rows of T tokens), found from ``segment_ids``: the plan of
+    the varlen path, built once per forward (:func:`documents`) and used by every layer."""
+
+    shape: tuple[int, int]  # (B, T)
+    groups: tuple[DocGroup, ...]
+    starts: np.ndarray  # (n_docs,) flat start b * T + t of each document, in row order
+    lengths: np.ndarray  # (n_docs,)
+    kinds: frozenset  # the kinds present
+    strict: bool
+
+    def flash_layout(self, device) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """(token index (N,), cu_seqlens (n_docs + 1,) int32, max_seqlen) of the documents' tokens
+        concatenated in row order: flash-attn's varlen layout (padding left out)."""
+        index = np.concatenate([np.arange(s, s + n) for s, n in zip(self.starts, self.lengths)]) if len(self.starts) \
+            else np.zeros(0, np.int64)
+        cu = np.r_[0, np.cumsum(self.lengths)].astype(np.int32)
+        return (torch.from_numpy(index).to(device), torch.from_numpy(cu).to(device),
+                int(self.lengths.max(initial=0)))
+
+
+def _run_sums(x: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Sum of x over each run [start, start + length) of the flat array x."""
+    c = np.r_[0, np.cumsum(x, dtype=np.int64)]
+    return c[starts + lengths] - c[starts]
+
+
+@torch.compiler.disable  # host-side planning (NumPy): outside any compiled graph
+def documents(segment_ids: torch.Tensor, prefix: torch.Tensor, order: torch.Tensor | None = None,
+              strict: bool = False) -> Documents:
+    """The documents of a packed batch and the mask kind each needs under the rule (one host copy
+    of the (B, T) inputs; the packer's layout: each document one contiguous run of its segment id).
+
+    1. Runs of equal segment id per row; runs of 0 (padding) are left out.
+    2. Kind per document: "full" when every key is in the prefix; "causal" when no key is and the
+       order is the row order (not ``strict``); "mask" otherwise (prefix-LM, an explicit order,
+       XLNet's query stream), whose (L, L) mask is the rule restricted to the document (the query
+       stream's first token in its order sees itself, as :func:`visibility` gives it).
+    3. Documents of equal (length, kind) form one group: one attention call per group."""
+    seg = segment_ids.detach().cpu().numpy()
+    pre = prefix.detach().cpu().numpy().astype(bool).reshape(-1)
+    b, t = seg.shape
+    flat = seg.reshape(-1).astype(np.int64)
+    key = flat + np.repeat(np.arange(b, dtype=np.int64), t) * (int(flat.max(initial=0)) + 1)
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if flat.size else np.zeros(0, np.int64)
+    lengths = np.diff(np.r_[starts, flat.size])
+    real = flat[starts] != 0
+    starts, lengths = starts[real], lengths[real]
+    if len(np.unique(key[starts])) != len(starts):
+        raise ValueError("attention='varlen' needs every document as one contiguous run of its segment id "
+                         "(the packer's layout); a segment id occurs in two runs of a row: use attention='sdpa'")
+    n_pre = _run_sums(pre, starts, lengths)
+    if order is None:
+        rising = np.ones(len(starts), dtype=bool)
+    else:  # the order is the row order inside the document: a plain causal mask
+        o = order.detach().cpu().numpy().reshape(-1)
+        up = np.r_[o[1:] > o[:-1], False]
+        rising = _run_sums(up, starts, np.maximum(lengths - 1, 0)) == lengths - 1
+    kind = np.where(n_pre == lengths, 0, np.where((n_pre == 0) & rising & (not strict), 1, 2))
+    device = segment_ids.device
+    groups = []
+    for k_, length in sorted({(int(k), int(n)) for k, n in zip(kind, lengths)}):
+        sel = starts[(kind == k_) & (lengths == length)]
+        index = torch.from_numpy((sel[:, None] + np.arange(length)).reshape(-1)).to(device)
+        mask = None
+        if k_ == 2:
+            mask = _doc_mask(prefix.reshape(-1)[index].view(len(sel), length),
+                             None if order is None else order.reshape(-1)[index].view(len(sel), length), strict)
+        groups.append(DocGroup(index, len(sel), length, KINDS[k_], mask))
+    return Documents((b, t), tuple(groups), starts, lengths, frozenset(KINDS[int(k)] for k in kind), strict)
+
+
+KINDS = ("full", "causal", "mask")
+
+
+def _doc_mask(prefix: torch.Tensor, order: torch.Tensor | None, strict: bool) -> torch.Tensor:
+    """(G, 1, L, L) bool: the rule inside G documents of L tokens (every token in the document)."""
+    g, n = prefix.shape
+    if order is None:
+        order = torch.arange(n, device=prefix.device).expand(g, n)
+    before = order[:, None, :] < order[:, :, None] if strict else order[:, None, :] <= order[:, :, None]
+    mask = before | prefix[:, None, :].bool()  # [g, q, k]
+    if strict:  # a query that sees nothing gets its own diagonal (visibility's rule)
+        mask = mask | (~mask.any(-1, keepdim=True) & torch.eye(n, dtype=torch.bool, device=prefix.device))
+    return mask[:, None]
+
+
+def _flash_varlen():
+    """flash-attn's ``flash_attn_varlen_func`` when the package is installed, else None."""
+    try:
+        from flash_attn import flash_attn_varlen_func
+    except ImportError:  # also the CPU build: flash-attn is CUDA only
+        return None
+    return flash_attn_varlen_func
+
+
+def varlen_kernel(docs: Documents, device_type: str, dtype: torch.dtype, head_dim: int, flash) -> str:
+    """Which kernel the varlen path runs: "flash_attn" (flash-attn's varlen kernel over the
+    documents' tokens) when it is installed (``flash`` not None), on CUDA, in bf16/fp16, with a head
+    size it supports (<= 256, a multiple of 8) and one mask kind for all documents that it has
+    (full or causal); else "sdpa" (torch SDPA per group of equal-length documents)."""
+    if (flash is not None and device_type == "cuda" and dtype in (torch.bfloat16, torch.float16)
+            and head_dim <= 256 and head_dim % 8 == 0 and docs.kinds in ({"full"}, {"causal"})):
+        return "flash_attn"
+    return "sdpa"
+
+
+@torch.compiler.disable  # a loop over data-dependent groups: eager, between compiled graphs
+def varlen_attend(q, k, v, docs: Documents, dropout_p: float = 0.0, flash=None) -> torch.Tensor:
+    """Attention document by document: q, k, v (B, T, H, D) -> (B, T, H, D). A padding token's output
+    is its own value (it sees only itself, as on the dense paths). ``flash``: flash-attn's varlen
+    function (default: the installed one, if any; see :func:`varlen_kernel`)."""
+    b, t, h, d = q.shape
+    flash = flash if flash is not None else _flash_varlen()
+    qf, kf, vf = (x.reshape(b * t, h, d) for x in (q, k, v))  # views: the projections' (B, T, C) output
+    if varlen_kernel(docs, q.device.type, q.dtype, d, flash) == "flash_attn":
+        index, cu, longest = docs.flash_layout(q.device)
+        y = flash(qf[index], kf[index], vf[index], cu, cu, longest, longest, dropout_p=dropout_p,
+                  causal=docs.kinds == {"causal"})  # (N, H, D)
+        return vf.index_copy(0, index, y.to(vf.dtype)).view(b, t, h, d)
+    ys = []
+    for g in docs.groups:
+        if g.count == b and g.length == t:  # every row is one whole document: no gather
+            qi, ki, vi = (x.transpose(1, 2) for x in (q, k, v))
+        else:
+            qi, ki, vi = (x.index_select(0, g.index).view(g.count, g.length, h, d).transpose(1, 2)
+                          for x in (qf, kf, vf))  # (G, H, L, D)
+        y = F.scaled_dot_product_attention(qi, ki, vi, attn_mask=g.mask, dropout_p=dropout_p,
+                                           is_causal=g.kind == "causal")
+        if g.count == b and g.length == t:
+            return y.transpose(1, 2)
+        ys.append(y.transpose(1, 2).reshape(-1, h, d))
+    if not ys:
+        return v
+    index = torch.cat([g.index for g in docs.groups])
+    return vf.index_copy(0, index, torch.cat(ys)).view(b, t, h, d)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -282,11 +461,11 @@ class SelfAttention(nn.Module):
         stream) or, by default, from x itself."""
         b, t, c = x.shape
         kv = x if kv is None else kv
-        # (B, T, C) -> (B, H, T, D)
-        q, k, v = (lin(src).view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        # (B, T, C) -> (B, T, H, D)
+        q, k, v = (lin(src).view(b, t, self.heads, c // self.heads)
                    for lin, src in ((self.q, x), (self.k, kv), (self.v, kv)))
-        y = attend(q, k, v, mask, path, self.dropout if self.training else 0.0)  # (B, H, T, D)
-        return self.out(y.transpose(1, 2).reshape(b, t, c))  # (B, T, C)
+        y = attend(q, k, v, mask, path, self.dropout if self.training else 0.0)  # (B, T, H, D)
+        return self.out(y.reshape(b, t, c))  # (B, T, C)
 
 
 class Block(nn.Module):

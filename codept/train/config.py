@@ -48,7 +48,7 @@ DS_CONFIG_DIR = resources.folder("ds_configs")  # in a checkout or an installed 
 DERIVED_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
                 "gradient_clipping", "optimizer", "scheduler")
 
-PRECISIONS = ("auto", "fp32", "bf16")
+PRECISIONS = ("auto", "fp32", "bf16", "bf16_autocast")
 SCHEDULES = ("constant", "linear", "cosine")
 
 
@@ -92,9 +92,17 @@ class RunConfig:
     ds_config: str = "zero2"
     """Name of ds_configs/<name>.json, or a path to a JSON file: engine concerns only."""
     precision: str = "auto"
-    """'auto' (as the ds_config says), 'fp32' or 'bf16': overrides the ds_config's precision."""
+    """'auto' (as the ds_config says), 'fp32', 'bf16' (DeepSpeed's: bf16 weights and activations, fp32
+    master weights in the optimizer) or 'bf16_autocast' (fp32 weights, the forward under
+    torch.autocast(bfloat16): matmuls and attention in bf16, norms, softmax and losses in fp32;
+    DeepSpeed's torch_autocast): overrides the ds_config's precision."""
     zero_stage: int = -1
     """-1 (as the ds_config says) or 0..3: overrides the ds_config's ZeRO stage."""
+    compile: bool = False
+    """torch.compile the model with its heads and losses (nn.Module.compile, in place: checkpoints and
+    exports keep their parameter names); the varlen attention and the heads' target selection stay
+    eager between compiled graphs (docs/compute.md lists the graph breaks). The first steps compile
+    (about a minute for debug_cpu on one CPU core)."""
 
     # --- output -------------------------------------------------------------------------------
     out_dir: str = "runs/debug"
@@ -472,6 +480,10 @@ def derive(cfg: RunConfig, world: int, engine_json: dict | None = None) -> Plan:
         ds["bf16"] = {**ds.get("bf16", {}), "enabled": cfg.precision == "bf16"}
         if "fp16" in ds:
             ds["fp16"] = {**ds["fp16"], "enabled": False}
+        autocast = cfg.precision == "bf16_autocast"
+        if autocast or "torch_autocast" in ds:
+            ds["torch_autocast"] = {**ds.get("torch_autocast", {}), "enabled": autocast,
+                                    **({"dtype": "bfloat16"} if autocast else {})}
     if cfg.zero_stage >= 0:
         zero = dict(ds.get("zero_optimization", {}))
         if cfg.zero_stage < 3 and "offload_param" in zero:
@@ -489,7 +501,29 @@ def derive(cfg: RunConfig, world: int, engine_json: dict | None = None) -> Plan:
     )
 
 
+def compile_problem(cuda: bool | None = None) -> str | None:
+    """Why ``compile=true`` cannot work on this machine, or None: torch.compile's inductor backend
+    builds C++ kernels on CPU (a C++ compiler on PATH: $CXX, g++, c++ or clang++) and Triton kernels
+    on CUDA (the triton package). ``cuda``: whether the run trains on CUDA (default: a GPU is visible)."""
+    import importlib.util
+    import os
+    import shutil
+
+    if cuda is None:
+        import torch
+
+        cuda = torch.cuda.is_available()
+    if cuda:
+        return None if importlib.util.find_spec("triton") else "torch.compile on CUDA needs triton (pip install triton)"
+    names = [os.environ["CXX"]] if os.environ.get("CXX") else ["g++", "c++", "clang++"]
+    if any(shutil.which(n) for n in names):
+        return None
+    return f"torch.compile on CPU builds C++ kernels and found no compiler ({', '.join(names)} not on PATH)"
+
+
 def precision_of(ds_config: dict) -> str:
+    if ds_config.get("torch_autocast", {}).get("enabled"):
+        return "bf16_autocast"
     return "bf16" if ds_config.get("bf16", {}).get("enabled") else "fp32"
 
 

@@ -16,6 +16,9 @@ with g++ on CPU (about a minute) is compiled once per machine.
   3. A ``LambdaLR`` over ``config.lr_multiplier`` (warm-up + decay); DeepSpeed steps it after every
      optimizer step and saves it in its checkpoint.
   4. ``deepspeed.initialize(model, optimizer, lr_scheduler, config)``.
+  5. With ``RunConfig.compile``, ``engine.compile()``: the module (model, heads and losses) is
+     compiled in place by torch.compile (inductor); parameter names, checkpoints and exports are
+     unchanged.
 
 :func:`train_step` (engine, k micro-batches, loss_fn) -> scalars. Every head h returns
 ``(loss_sum S, n_valid n)``; the loss of the step is ``sum_h w_h * (sum of S_h over all micro-batches
@@ -195,6 +198,8 @@ def build_engine(model: torch.nn.Module, cfg: RunConfig, world: World, params=No
     sched = torch.optim.lr_scheduler.LambdaLR(opt, Schedule(plan.schedule))
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, lr_scheduler=sched, config=plan.ds_config)
     engine.codept_plan, engine.codept_optimizer = plan, kind
+    if cfg.compile:
+        engine.compile()
     return engine
 
 

@@ -228,7 +228,8 @@ OUTSIDE_FORWARD = {"electra": lambda cfg: True, "ar": lambda cfg: cfg.schedule !
 def check_engine(s: Settings, names: list[str]) -> None:
     """The engine settings, before any work: the ds_config exists and holds engine keys only, the
     global batch divides into micro-batches x the launched ranks (WORLD_SIZE; 1 without a
-    launcher), and no objective of the mixture needs a ZeRO stage the ds_config does not give."""
+    launcher), no objective of the mixture needs a ZeRO stage the ds_config does not give, and
+    ``compile=true`` has the compiler it needs."""
     from codept.train.config import derive, load_engine_json, zero_stage_of
 
     run = s.run
@@ -241,6 +242,12 @@ def check_engine(s: Settings, names: list[str]) -> None:
     except ValueError as e:
         key = "global_batch_rows" if run.global_batch_rows else "global_batch_tokens"
         raise ConfigError(f"{key}={getattr(run, key)} with {launched_world()} rank(s): {e}") from None
+    if run.compile:
+        from codept.train.config import compile_problem
+
+        problem = compile_problem()
+        if problem:
+            raise ConfigError(f"compile=true: {problem}; set compile=false")
     if zero_stage_of(plan.ds_config) == 3:
         staged = [n for n in names if n in OUTSIDE_FORWARD
                   and OUTSIDE_FORWARD[n](OBJECTIVES[n].config(**s.objectives.get(n, {})))]
