@@ -4,7 +4,7 @@ mixture (and optionally the starting point), then one probe table comparing them
   python recipes/ablate.py [--mixtures mlm:1 mlm:1,syntax_span:1 ...] [--steps 200] [--ranks 2]
                            [--init-from DIR] [--out runs/ablate] [key=value ...]
   python recipes/ablate.py --mixtures mlm:1 ar:1 unilm:1 glm:1 plm:1 electra:1 --steps 40 model.layers=2
-                           (the MLM-vs-AR table of README "Regimes"; any registered objective works)
+                           (the MLM-vs-AR table of docs/ablations.md; any registered objective works)
   python recipes/ablate.py --steps 100 model.layers=2 val.every=0 --mixtures code_doc:1 \
                            "code_doc:1 objective.code_doc.hard_negatives=true objective.code_doc.max_code_tokens=96" \
                            "code_doc:1 seed=1"

@@ -53,7 +53,7 @@ from codept.train.config import ConfigError, RunConfig  # noqa: E402
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
     # objective:weight,... (codept.objectives.OBJECTIVES). The default is what the default probes reward:
-    # measured on debug_cpu, 200 steps, 2 ranks (README "Probes"), mlm + syntax_span leave mean-pooled
+    # measured on debug_cpu, 200 steps, 2 ranks (docs/ablations.md), mlm + syntax_span leave mean-pooled
     # states below a random-init encoder on both probes and pull a code_doc mixture down with them
     # (mlm:1,syntax_span:1,code_doc:200: 0.04 / 0.05 at step 100, cheap protocol, against 0.13 / 0.11
     # for code_doc alone). Pass data.mixture=mlm:1,syntax_span:1 for the token-level objectives.
@@ -104,7 +104,7 @@ def minilm_six_cpu():
     # train corpora (data.corpora=DEST of `codept corpora fetch DEST --role train`, required), 4 MB of
     # files per language (balanced_files), code_doc (the default mixture), lr 2e-5, sized to about 15
     # minutes of training on 2 CPU ranks; only an in-domain probe at the end (the held-out projects are
-    # probed with `codept probe run`, README "Probes")
+    # probed with `codept probe run`, docs/results.md)
     run = RunConfig(seq_len=256, micro_batch_rows=8, global_batch_rows=16, steps=MINILM_SIX_STEPS, lr=2e-5,
                     warmup_steps=20, schedule="cosine", ds_config="zero2", precision="fp32",
                     out_dir="runs/minilm_six_cpu", save_every=100, keep_last=1, log_every=10)

@@ -30,7 +30,7 @@ Output: ``<out>/train_exec.json`` (config, per fold: loss curve, dev evaluations
 counts; the pooled summary, also printed). Measured (2026-12-01, 5 folds over 32 stdlib modules, +1,640
 ``pkg:`` training units, 150 steps x 8, dev-picked): pooled held-out 0.403 / 0.360 / 0.371 (seeds 0-2)
 vs 0.340 majority, 0.342 first-token lookup (450 steps, seed 0: 0.388); the 95% interval over modules
-includes 0 against the majority class; stdlib alone 0.306 (README "Execution").
+includes 0 against the majority class; stdlib alone 0.306 (docs/results.md, "Execution").
 Cost: about 45-80 s per fold on 2 threads at those settings. Not covered: distributed training,
 checkpoints (use recipes/pretrain_code.py for those once a ``data.`` setting for traces exists).
 """
