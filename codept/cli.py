@@ -3,7 +3,8 @@
   codept prepare [SRC...] [--out DIR]       views of a corpus (default: this Python's stdlib), summary
   codept prepare-text SRC... [--out DIR]    text/markdown/rst/man documents and parallel pairs -> views
   codept tokenizer train SRC... --out DIR   byte-level BPE with codept's special tokens
-  codept export CKPT --out DIR              a training checkpoint -> a transformers model folder (+ README.md card)
+  codept export CKPT --out DIR              a training checkpoint -> a transformers model folder (+ README.md card);
+                                            --format sentence-transformers: a SentenceTransformer folder
   codept probe build SRC... --out DIR [--exclude PREPARED...]
                                             code-search probe pairs, decontaminated against training data
   codept probe run --model M --probe DIR    MRR / R@k of a model (checkpoint, transformers folder, bm25, random)
@@ -220,6 +221,10 @@ def build_parser() -> argparse.ArgumentParser:
     pe.add_argument("--head", choices=("auto", "mlm", "lm", "none"), default="auto",
                     help="the head the folder carries: lm = a decoder (AutoModelForCausalLM), mlm = an encoder "
                          "with its MLM head, none = the encoder alone; auto = the run's one trained LM head")
+    pe.add_argument("--format", choices=("transformers", "sentence-transformers"), default="transformers",
+                    help="transformers (default): an AutoModel folder; sentence-transformers: also a folder "
+                         "SentenceTransformer(DIR) loads, with the probe's mean pooling, L2 normalisation and "
+                         "code_doc's query / code prefixes as its prompts (encode_query / encode_document)")
     pe.set_defaults(fn=_cmd_export)
 
     px = sub.add_parser("prepare-text", help="natural-language corpora -> text/pair views on disk")

@@ -33,15 +33,17 @@ def real_examples(tok, n: int = 7, seed: int = 0) -> list[Example]:
     return out
 
 
-def write_run(run, model, tok_dir, tag: str = "step00000004"):
+def write_run(run, model, tok_dir, tag: str = "step00000004", config: dict | None = None, step: int | None = None):
     """A checkpoint folder of `model` laid out as codept.train.checkpoint + DeepSpeed (ZeRO 0-2) write
-    it: ``run/latest`` -> ``tag`` with ``rank0.pt`` (client state) and the model states; returns `run`."""
+    it: ``run/latest`` -> ``tag`` with ``rank0.pt`` (client state; ``config``: the recorded flat
+    settings, ``step``) and the model states; returns `run`."""
     import dataclasses
 
     import torch
 
     (run / tag).mkdir(parents=True)
-    torch.save({"client_state": {"model": dataclasses.asdict(model.config), "tokenizer": str(tok_dir)}},
+    extra = {k: v for k, v in (("config", config), ("step", step)) if v is not None}
+    torch.save({"client_state": {"model": dataclasses.asdict(model.config), "tokenizer": str(tok_dir)}, **extra},
                run / tag / "rank0.pt")
     torch.save({"module": {f"model.{k}": v for k, v in model.state_dict().items()}},
                run / tag / "mp_rank_00_model_states.pt")

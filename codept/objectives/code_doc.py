@@ -119,6 +119,14 @@ class Config:
             raise ValueError(f"code_doc kinds {list(self.kinds)}: each must be one of {list(DEFINITION_KINDS)}")
 
 
+def prefixes_of(settings: dict) -> tuple[str, str]:
+    """(query prefix, code prefix) of a run's recorded flat settings (codept.train.resume.flat:
+    ``objective.code_doc.query_prefix`` / ``code_prefix``); "" for a setting not recorded (a run
+    without code_doc, or older than the setting). What the probes and the exports apply."""
+    return (str(settings.get("objective.code_doc.query_prefix") or ""),
+            str(settings.get("objective.code_doc.code_prefix") or ""))
+
+
 def candidates(functions: np.ndarray, kind_ids: np.ndarray) -> np.ndarray:
     """Rows of `functions` (F, 7) eligible for a pair: kind allowed, a non-empty doc, and code left
     after the doc's tokens are removed from the definition."""

@@ -31,7 +31,10 @@ Training-time API: ``Probe.from_pairs(pairs, pool_size, seed, max_queries)`` fix
 :func:`embed_with_codept`: eval mode, restored afterwards) return the metrics, per language and overall.
 Cost: dense = one forward per text (MiniLM on 16 CPU cores: ~1-2 ms per code of 256 tokens) plus a
 (Q, C) matmul; BM25 = one index per pool (~0.1 s per 1,000 codes) plus one sparse lookup per query.
-Not covered: cross-encoders / rerankers, instruction prefixes for query vs code, multi-GPU inference.
+Prefixes: a codept checkpoint's queries and codes get the query / code prefixes its code_doc objective
+trained with (``objective.code_doc.query_prefix`` / ``code_prefix``, prepended as strings).
+Not covered: cross-encoders / rerankers, prefixes for transformers folders (use the sentence-transformers
+export's prompts), multi-GPU inference.
 """
 
 from __future__ import annotations
@@ -162,10 +165,12 @@ def _model_device(model):
 
 
 def embed_with_codept(model, tokenizer, texts: Sequence[str], max_len: int = 256, batch_size: int = 64,
-                      device=None, pooling: str = "mean") -> np.ndarray:
+                      device=None, pooling: str = "mean", prefix: str = "") -> np.ndarray:
     """(N, C) L2-normalised float32 embeddings of ``texts`` with a codept Transformer (or anything with
-    its ``encode(batch)``) and a ``tokenizers.Tokenizer``. Tokens are truncated to
-    min(max_len, max_positions); the batch is one bidirectional document per row (segment 1 on real
+    its ``encode(batch)``) and a ``tokenizers.Tokenizer``. ``prefix`` (a query or code prefix,
+    codept.objectives.code_doc) is prepended to every text as a string before tokenisation, and the
+    tokens of ``prefix + text`` are truncated to min(max_len, max_positions), as sentence-transformers
+    applies its prompts (codept.train.st_export: the same vectors); the batch is one bidirectional document per row (segment 1 on real
     tokens, 0 on padding; prefix = not config.causal). The model is put in eval mode and its previous
     mode restored, so the training loop can call this on its live model."""
     import torch
@@ -173,7 +178,7 @@ def embed_with_codept(model, tokenizer, texts: Sequence[str], max_len: int = 256
     cfg = model.config
     device = device if device is not None else _model_device(model)
     n = min(max_len, cfg.max_positions)
-    ids = [e.ids[:n] for e in tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+    ids = [e.ids[:n] for e in tokenizer.encode_batch([prefix + t for t in texts], add_special_tokens=False)]
 
     def forward(x, m):
         b, t = x.shape
@@ -194,14 +199,16 @@ class CodeptEncoder:
     """A codept Transformer + tokenizers.Tokenizer as a dense encoder."""
 
     def __init__(self, model, tokenizer, desc: dict, max_len: int = 256, query_max_len: int = 64,
-                 batch_size: int = 64, device: str = "cpu", pooling: str = "mean"):
+                 batch_size: int = 64, device: str = "cpu", pooling: str = "mean", query_prefix: str = "",
+                 code_prefix: str = ""):
         self.model, self.tok, self.desc = model.to(device).eval(), tokenizer, desc
         self.max_len, self.query_max_len, self.batch_size, self.device = max_len, query_max_len, batch_size, device
-        self.pooling = pooling
+        self.pooling, self.query_prefix, self.code_prefix = pooling, query_prefix, code_prefix
 
     def embed(self, texts: Sequence[str], query: bool) -> np.ndarray:
         return embed_with_codept(self.model, self.tok, texts, self.query_max_len if query else self.max_len,
-                                 self.batch_size, self.device, self.pooling)
+                                 self.batch_size, self.device, self.pooling,
+                                 self.query_prefix if query else self.code_prefix)
 
 
 class HFEncoder:
@@ -367,20 +374,33 @@ def build_scorer(spec: str, *, pooling: str = "mean", max_len: int = 256, query_
         desc = {"kind": "random", "preset": preset, "seed": seed, "tokenizer": str(tok_dir), "pooling": pooling,
                 "max_len": max_len, "query_max_len": query_max_len, "parameters": model.num_parameters()}
         return _dense(CodeptEncoder(model, tok, desc, pooling=pooling, **common), f"random-{preset}-s{seed}")
-    # codept checkpoint
+    enc = codept_encoder(spec, pooling=pooling, tokenizer=tokenizer, **common)  # a codept checkpoint
+    return _dense(enc, enc.slug)
+
+
+def codept_encoder(spec: str, *, pooling: str = "mean", max_len: int = 256, query_max_len: int = 64,
+                   batch_size: int = 64, device: str = "cpu", tokenizer: str | Path | None = None) -> CodeptEncoder:
+    """The probe's encoder of a codept checkpoint (run or checkpoint folder): its model, tokenizer and
+    the query / code prefixes its code_doc objective trained with ("" when not recorded)."""
+    from codept.objectives.code_doc import prefixes_of
     from codept.tokenizer import load_tokenizer
     from codept.train import checkpoint
-    from codept.train.export import load_trained
+    from codept.train.export import trained
 
-    model, _, tok_dir = load_trained(spec)
-    tok_dir = Path(tokenizer) if tokenizer else tok_dir
+    t = trained(spec)
+    model, tok_dir = t["model"], Path(tokenizer) if tokenizer else t["tokenizer"]
+    query_prefix, code_prefix = prefixes_of(t["config"])
     p = Path(spec)
     tag = checkpoint.latest_tag(p)
     desc = {"kind": "codept", "path": str(p.resolve()), "tag": tag or p.name, "tokenizer": str(tok_dir),
             "pooling": pooling, "max_len": max_len, "query_max_len": query_max_len,
+            "query_prefix": query_prefix, "code_prefix": code_prefix,
             "config": dataclasses.asdict(model.config), "parameters": model.num_parameters()}
-    slug = _dir_slug(p) + (f"-{tag}" if tag else "")
-    return _dense(CodeptEncoder(model, load_tokenizer(tok_dir), desc, pooling=pooling, **common), slug)
+    enc = CodeptEncoder(model, load_tokenizer(tok_dir), desc, max_len=max_len, query_max_len=query_max_len,
+                        batch_size=batch_size, device=device, pooling=pooling, query_prefix=query_prefix,
+                        code_prefix=code_prefix)
+    enc.slug = _dir_slug(p) + (f"-{tag}" if tag else "")
+    return enc
 
 
 # ---------------------------------------------------------------------------------------------
@@ -451,10 +471,11 @@ class Probe:
         return self.evaluate_scores(dense_scorer(q, c))
 
     def evaluate_codept(self, model, tokenizer, max_len: int = 256, query_max_len: int = 64,
-                        batch_size: int = 64, device=None) -> dict:
-        """Embed with a live codept model (:func:`embed_with_codept`) and evaluate."""
-        q = embed_with_codept(model, tokenizer, self.queries, query_max_len, batch_size, device)
-        c = embed_with_codept(model, tokenizer, self.codes, max_len, batch_size, device)
+                        batch_size: int = 64, device=None, query_prefix: str = "", code_prefix: str = "") -> dict:
+        """Embed with a live codept model (:func:`embed_with_codept`, the prefixes code_doc trains with)
+        and evaluate."""
+        q = embed_with_codept(model, tokenizer, self.queries, query_max_len, batch_size, device, prefix=query_prefix)
+        c = embed_with_codept(model, tokenizer, self.codes, max_len, batch_size, device, prefix=code_prefix)
         return self.evaluate_embeddings(q, c)
 
 

@@ -62,8 +62,10 @@ def _summary(run_dir: Path) -> dict:
         return {}
 
 
-def model_card(t: dict, kind: str, out: Path) -> str:
-    """README.md text for the export of ``t`` (codept.train.export.trained) with head ``kind``."""
+def model_card(t: dict, kind: str, out: Path, usage: list[str] | None = None) -> str:
+    """README.md text for the export of ``t`` (codept.train.export.trained) with head ``kind``;
+    ``usage``: markdown lines of another way to load it (the sentence-transformers export's), put
+    before the transformers snippet."""
     from codept.objectives import HEADS_OF
 
     model, cfg, config = t["model"], t["model"].config, t["config"]
@@ -78,7 +80,7 @@ def model_card(t: dict, kind: str, out: Path) -> str:
              "", f"**{arch}**; {model.num_parameters():,} parameters: hidden {cfg.hidden}, {cfg.layers} layers, "
              f"{cfg.heads} heads, intermediate {cfg.intermediate}, vocabulary {cfg.vocab_size}, "
              f"{cfg.max_positions} positions (the tokenizer's `model_max_length`).", "",
-             "```python", f"from transformers import AutoTokenizer, {auto}",
+             *(usage or []), "```python", f"from transformers import AutoTokenizer, {auto}",
              f"tok = AutoTokenizer.from_pretrained(DIR)\nmodel = {auto}.from_pretrained(DIR).eval()", call, "```", "",
              "The tokenizer keeps text as text: a literal `<mask>`, `<pad>` or `<sentinel_3>` in the input is "
              "encoded as characters, never as a special id (`split_special_tokens`), as in codept's own encoding; "

@@ -1,5 +1,7 @@
-"""``codept export CKPT --out DIR [--head auto|mlm|lm|none]``: a training checkpoint -> a folder
-transformers loads.
+"""``codept export CKPT --out DIR [--head auto|mlm|lm|none] [--format transformers|sentence-transformers]``:
+a training checkpoint -> a folder transformers loads (``--format sentence-transformers``: a folder
+``SentenceTransformer(DIR)`` loads with the probe's pooling, normalisation and prefixes,
+codept.train.st_export).
 
 1. CKPT is a run folder (its ``latest`` names the checkpoint) or a checkpoint folder itself
    (:func:`checkpoint_folder`; anything else is a FileNotFoundError naming the path and what was
@@ -83,6 +85,7 @@ def module_state(tag_dir: Path) -> dict[str, torch.Tensor]:
 
 
 HEAD_KINDS = ("auto", "mlm", "lm", "none")
+FORMATS = ("transformers", "sentence-transformers")
 
 
 def trained(ckpt: str | Path) -> dict:
@@ -135,8 +138,13 @@ def choose_head(heads: dict, want: str = "auto") -> str:
 def main(args) -> int:
     from codept.train import card
 
+    fmt = getattr(args, "format", None) or "transformers"
     try:  # hf.export checks the tokenizer and what BERT can hold before it writes anything
+        if fmt not in FORMATS:
+            raise ValueError(f"--format {fmt!r}: expected one of {FORMATS}")
         t = trained(args.ckpt)
+        if fmt == "sentence-transformers":
+            return _sentence_transformers(t, args)
         kind = choose_head(t["heads"], getattr(args, "head", None) or "auto")
         model, head = t["model"], t["heads"].get(kind)
         out = hf.export(model, args.tokenizer or t["tokenizer"], args.out,
@@ -148,4 +156,20 @@ def main(args) -> int:
     what = {"mlm": "an encoder with its MLM head (BertForMaskedLM)", "lm": "a decoder with its causal LM head "
             "(BertLMHeadModel)", "none": "an encoder without a head (BertModel)"}[kind]
     print(f"exported {model.num_parameters():,} parameters as {what} -> {out}")
+    return 0
+
+
+def _sentence_transformers(t: dict, args) -> int:
+    """``--format sentence-transformers``: the encoder alone (no LM head: sentence-transformers pools
+    the last hidden states), with the probe's encoding (codept.train.st_export)."""
+    from codept.train import card, st_export
+
+    if (getattr(args, "head", None) or "auto") not in ("auto", "none"):
+        raise ValueError(f"--head {args.head} with --format sentence-transformers: the folder holds the encoder "
+                         "alone (pass --head none or leave it out)")
+    enc = st_export.encoding_of(t["config"])
+    out = st_export.export(t["model"], args.tokenizer or t["tokenizer"], args.out, enc)
+    (out / "README.md").write_text(card.model_card(t, "none", out, usage=st_export.card_section(enc)))
+    print(f"exported {t['model'].num_parameters():,} parameters as a sentence-transformers model (mean pooling, "
+          f"L2, prompts query={enc.query_prefix!r} document={enc.code_prefix!r}) -> {out}")
     return 0
