@@ -1,7 +1,7 @@
 """Online throughput of the code objectives of issue 16 against HF's MLM collator, one core.
 
 Same run, same views (every 8th stdlib file, built in memory and served from an Arrow table through
-codept.data.views.view_source, as training reads prepared views), repeats interleaved:
+codept.views.view_source, as training reads prepared views), repeats interleaved:
   <objective>        view_source -> objective -> best-fit pack -> collate (rows of --seq): dataflow,
                      dataflow_edge, ident_rtd, ident_mask, code_doc (every documented definition per read),
                      code_doc+hn (with hard negatives), code_doc 1-pair (the single-pair path), mlm
@@ -33,7 +33,7 @@ import torch  # noqa: E402
 
 from bench_objectives import codept_run, hf_run  # noqa: E402
 from codept.data.sources import read_source, stdlib_files  # noqa: E402
-from codept.data.views import open_views, view_source  # noqa: E402
+from codept.views import open_views, view_source  # noqa: E402
 from codept.objectives import OBJECTIVES, build  # noqa: E402
 from codept.objectives.render import Vocab  # noqa: E402
 from codept.structure.grammar import SkipFile  # noqa: E402

@@ -49,7 +49,7 @@ def mlm_rows(seq: int, rows: int, n: int):
     """n micro-batches of `rows` packed MLM rows of `seq` tokens from the stdlib stream, and the vocab size."""
     from codept.data.collate import collate
     from codept.data.stream import Mixture, PackedStream
-    from codept.data.views import view_source
+    from codept.views import view_source
     from codept.objectives import build
     from codept.objectives.render import Vocab
     from codept.prepare import load_views, prepare

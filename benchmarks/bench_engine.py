@@ -52,7 +52,7 @@ RUN_DEFAULT_CLIP = RunConfig.grad_clip  # what the recipes clip at
 def batches(seq: int, rows: int, n: int):
     from codept.data.collate import collate
     from codept.data.stream import Mixture, PackedStream
-    from codept.data.views import view_source
+    from codept.views import view_source
     from codept.objectives import build
     from codept.objectives.render import Vocab
     from codept.prepare import load_views, prepare

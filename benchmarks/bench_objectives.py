@@ -2,7 +2,7 @@
 
 Same corpus (the prepared views of the running interpreter's standard library), same run, repeats
 interleaved (contenders rotate their order each repeat, so a slow spell of the host hits all alike):
-  <objective>          codept.data.views.view_source over the prepared folder -> objective ->
+  <objective>          codept.views.view_source over the prepared folder -> objective ->
                        best-fit pack -> collate to tensors (rows of --seq): every registered objective
   mlm old-hop          the same mlm stream with the pre-columnar source (each Arrow row -> Python
                        lists -> CodeView), kept as the measured baseline of the typed sources
@@ -37,7 +37,7 @@ import torch  # noqa: E402
 
 from codept.data.collate import collate  # noqa: E402
 from codept.data.stream import Mixture, PackedStream, Source  # noqa: E402
-from codept.data.views import open_views, view_source  # noqa: E402
+from codept.views import open_views, view_source  # noqa: E402
 from codept.objectives import OBJECTIVES, build  # noqa: E402
 from codept.objectives.render import Vocab  # noqa: E402
 from codept.prepare import load_views, prepare  # noqa: E402

@@ -84,7 +84,7 @@ def make_regime_batches(out: str, rows: int, seq: int, regimes: list[str]) -> No
     from codept.data.pack import pack
     from codept.objectives import build
     from codept.objectives.render import Vocab
-    from codept.data.views import open_views
+    from codept.views import open_views
     from codept.prepare import prepare
     from codept.tokenizer import default_tokenizer_dir, load_tokenizer
 
@@ -214,7 +214,7 @@ def make_batches(out: str, rows: int, seq: int) -> None:
     """Real packed MLM rows of the stdlib stream (benchmarks/bench_compute.py's rows) -> the .npz."""
     from codept.data.collate import collate
     from codept.data.stream import Mixture, PackedStream
-    from codept.data.views import view_source
+    from codept.views import view_source
     from codept.objectives import build
     from codept.objectives.render import Vocab
     from codept.prepare import load_views, prepare

@@ -117,7 +117,7 @@ def _stream(views, mixture, vocab, seq_len, seed, buffer, objectives, rank, worl
     """(this rank's PackedStream, the heads the mixture trains)."""
     from types import SimpleNamespace
 
-    from codept.data.views import open_views
+    from codept.views import open_views
     from codept.train import loop as L  # the recipes' mixture rule and streams
 
     r, n = world_of(rank, world)

@@ -155,7 +155,7 @@ def doc_probe(run_dir: Path, views_dir: str, holdout: float, seed: int, referenc
         cached = json.loads(cache.read_text())
         if not references or "random" in cached:
             return cached
-    from codept.data.views import open_views
+    from codept.views import open_views
     from codept.model import transformer as T
     from codept.objectives.render import Vocab
     from codept.tokenizer import load_tokenizer

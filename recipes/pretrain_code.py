@@ -233,7 +233,7 @@ def corpora(job: L.Job) -> L.Corpora:
     find them; the in-domain probe's held-out files are the code validation views; text / pair views
     of `codept prepare-text`, held out by path hash (val.holdout)."""
     from codept.data.sources import stdlib_files
-    from codept.data.views import open_views
+    from codept.views import open_views
     from codept.prepare import load_views, prepare
     from codept.probe import load_pairs
     from codept.probe.defaults import default_probes
@@ -295,7 +295,7 @@ def structure_scalars(job: L.Job) -> dict:
     labels are built once; every rank runs the forward (ZeRO-3 gathers parameters)."""
     import dataclasses as dc
 
-    from codept.data.views import open_views
+    from codept.views import open_views
     from codept.probe import structure as PS
     from codept.probe.encoders import Encoder, _frame_of
 

@@ -15,7 +15,7 @@ is this recipe's own:
    corpus (codept.text.corpora.tokenizer_for), or takes a model's with ``--init-from DIR``, or your own
    (``data.tokenizer=DIR``, e.g. of ``codept tokenizer train``).
 2. prepare-text on rank 0 (cached by content hash), the others find the finished folder; held-out
-   documents / pairs by path hash (``val.holdout``, codept.data.views.Views.split), never trained on.
+   documents / pairs by path hash (``val.holdout``, codept.views.Views.split), never trained on.
 3. Document strategies (``data.long``, ``data.rows``, ``data.shuffle_sentences``): documents longer
    than seq_len split, truncated or covered by sliding windows (``stride:S``, overlap counted in the
    summary); rows packed across documents (per-document attention) or one document per row;
@@ -246,7 +246,7 @@ def pair_probes(engine, held_text, vocab, head: str, run: RunConfig, data: DataC
     """Held-out accuracy of the pair head `head` on each kind of pair, built with the trained
     objective's ``max_tokens`` (a collective: every rank)."""
     from codept.data.collate import collate
-    from codept.data.views import view_source
+    from codept.views import view_source
     from codept.objectives import build as build_objective
     from codept.train import engine as E
 
@@ -276,7 +276,7 @@ def pair_probes(engine, held_text, vocab, head: str, run: RunConfig, data: DataC
 def corpora(job: L.Job) -> L.Corpora:
     """The corpus's tokenizer and prepare-text views (rank 0 first); held-out documents / pairs by
     path hash (val.holdout); the document strategies of data.*."""
-    from codept.data.views import open_views
+    from codept.views import open_views
 
     data, vcfg, run = job.section("data"), job.section("val"), job.run
     tok_dir, text_dir = prepare_corpora(data, job.init_dir, job.is_main)

@@ -35,7 +35,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "recipes"))
 
-from codept.data.views import open_views  # noqa: E402
+from codept.views import open_views  # noqa: E402
 from codept.model import transformer as T  # noqa: E402
 from codept.objectives.render import Vocab  # noqa: E402
 from codept.text.retrieval import chance, retrieval  # noqa: E402

@@ -609,7 +609,7 @@ def test_summaries_field_is_the_per_read_summary(small_tok):
     before it existed) derives the same field per view."""
     import pyarrow as pa
 
-    from codept.data.views import open_views
+    from codept.views import open_views
     from codept.structure.summary import SUMMARY_CAP
     from codept.structure.view import views_to_table
 

@@ -14,7 +14,7 @@ from codept.data.example import IGNORE, Example
 from codept.data.pack import pack, unpack
 from codept.data.sources import read_source, stdlib_files
 from codept.data.stream import Mixture, PackedStream, Source
-from codept.data.views import open_views, view_source
+from codept.views import open_views, view_source
 from codept.model import transformer as T
 from codept.objectives import build
 from codept.objectives.render import Vocab

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from codept.data.stream import Context, Mixture, PackedStream, Source, example_rng
-from codept.data.views import open_views, view_source
+from codept.views import open_views, view_source
 from codept.objectives import build
 from codept.objectives.render import Vocab
 from codept.structure.view import build_view, views_to_table

@@ -1,7 +1,7 @@
 """Every registered objective, in every config variant that changes its code path, through the REAL
 stream path: real views (code views built from stdlib files and the grammars' fixtures in six
 languages, text / pair views built by codept.text.build, trace views from trace rows) in a
-codept.data.views.view_source (a Source with context=True and get=), a Mixture with a horizon (so
+codept.views.view_source (a Source with context=True and get=), a Mixture with a horizon (so
 ctx.progress moves), a PackedStream, two collated batches, and a forward + backward of a tiny
 Pretrainer with the objective's heads (codept.objectives.HEADS_OF).
 
@@ -31,7 +31,7 @@ import torch
 from codept.data.collate import collate
 from codept.data.sources import read_source, stdlib_files
 from codept.data.stream import Mixture, PackedStream, Source
-from codept.data.views import view_source
+from codept.views import view_source
 from codept.model import transformer as T
 from codept.model.pretrainer import Pretrainer, build_head
 from codept.objectives import HEADS_OF, MODEL_OF, OBJECTIVES, VIEWS_OF, build

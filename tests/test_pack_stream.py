@@ -221,7 +221,7 @@ def test_loader_workers_do_not_change_the_stream(views, small_tok):
 
 def test_prepared_views_to_batches_end_to_end(tmp_path):
     """prepare -> load_views -> objectives -> mixture -> packed stream -> collate."""
-    from codept.data.views import view_source
+    from codept.views import view_source
     from codept.objectives import build
     from codept.objectives.render import Vocab
     from codept.prepare import PrepareConfig, load_views, prepare

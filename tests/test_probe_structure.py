@@ -120,7 +120,7 @@ CFG = S.StructureConfig(files=40, windows=1, max_train=600, max_test=300, iters=
 def minilm_probe():
     """Views of 40 real stdlib files prepared with MiniLM's tokenizer (cached by prepare)."""
     from codept.data.sources import stdlib_files
-    from codept.data.views import open_views
+    from codept.views import open_views
     from codept.prepare import prepare
 
     files = [str(p) for p in sorted(stdlib_files(), key=lambda p: p.name)[:120] if 3_000 < p.stat().st_size < 40_000][:40]

@@ -11,7 +11,7 @@ from codept.data.example import IGNORE, Example
 from codept.data.pack import overlap_tokens, pack, split_long, stride_windows, unpack
 from codept.data.sources import stdlib_files
 from codept.data.stream import Mixture, PackedStream
-from codept.data.views import view_source
+from codept.views import view_source
 from codept.objectives import build, segments as S
 from codept.objectives.render import Vocab
 from codept.text.build import build_pair_view, build_text_view

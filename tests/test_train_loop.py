@@ -305,7 +305,7 @@ def test_format1_rank_files_still_load(tmp_path):
 @pytest.fixture(scope="module")
 def code_views(small_tok):
     from codept.data.sources import read_source, stdlib_files
-    from codept.data.views import open_views
+    from codept.views import open_views
     from codept.structure.view import build_view, views_to_table
 
     py = [p for p in stdlib_files() if 2000 < p.stat().st_size < 12000 and p.name[0] != "_"][:48]

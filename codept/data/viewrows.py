@@ -1,6 +1,6 @@
 """Pieces every view type shares, with no tree-sitter import: tokenizing with offsets, text access by
 token range, and the view dataclass <-> flat Arrow row conversion (codept.structure.view for code,
-codept.text.view for text; codept.data.views reads the rows back as NumPy without Python lists).
+codept.text.view for text; codept.views reads the rows back as NumPy without Python lists).
 Cost: tokenize is the tokenizer's own cost plus one NumPy copy of the ids and offsets.
 Not covered: the Arrow schemas themselves (each view module owns its own).
 """

@@ -58,7 +58,7 @@ def static_rng(ctx) -> np.random.Generator:
     """The draws of a static mask: (stream seed, document index, source salt), never the epoch."""
     if ctx is None:
         raise ValueError("mlm static=True needs the stream's Context (seed, index): call it from a stream "
-                         "source (codept.data.views.view_source)")
+                         "source (codept.views.view_source)")
     return np.random.default_rng([ctx.seed, ctx.index, ctx.source.salt, STATIC_SALT])
 
 

@@ -494,7 +494,7 @@ def plot(result: dict, path: Path) -> None:
 def prepared_views(source: str, tok_dir: Path, text: bool = False):
     """Views of ``source`` (an installed package name such as networkx, ``stdlib``, or any path
     prepare reads) tokenised with ``tok_dir`` (prepare caches them by content)."""
-    from codept.data.views import open_views
+    from codept.views import open_views
 
     if text:
         from codept.text.prepare import prepare_text

@@ -35,7 +35,6 @@ per-language validation metrics.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import math
 import os
@@ -47,12 +46,14 @@ from typing import Callable
 
 from codept.data.collate import collate
 from codept.data.stream import Mixture, PackedStream
-from codept.data.views import view_source
+from codept.views import view_source
 from codept.model.pretrainer import HEADS, target_counts
-from codept.objectives import HEADS_OF, LOSS_WEIGHTS_OF, MODEL_OF, OBJECTIVES, VIEWS_OF
+from codept.objectives import HEADS_OF, LOSS_WEIGHTS_OF, MODEL_OF, OBJECTIVES
 from codept.objectives import build as build_objective
 from codept.train import checkpoint
 from codept.train.config import ConfigError, RunConfig, Settings, parse_settings
+from codept.train.mixture import (CORPUS_SEP, corpora_used, corpus_of, heads_of,  # noqa: F401 (their old home)
+                                  objective_of, parse_mixture)
 
 
 def _engine():
@@ -70,7 +71,7 @@ class ValConfig:
     every: int = 50  # optimizer steps between validations (0 = only at the end)
     rows: int = 32  # packed held-out rows per rank, built once (micro-batches of micro_batch_rows)
     seed: int = 1234  # seed of the validation stream: fixed, so runs of different seeds see the same rows
-    holdout: float = 0.1  # share of a text corpus's documents held out (by path hash, codept.data.views.Views.split);
+    holdout: float = 0.1  # share of a text corpus's documents held out (by path hash, codept.views.Views.split);
     #                       code corpora use the probe split (probe.holdout)
 
     def __post_init__(self):
@@ -86,64 +87,6 @@ class ValConfig:
 
 # ------------------------------------------------------------------------------------------------
 # 1. settings
-
-
-CORPUS_SEP = "@"
-
-
-def objective_of(key: str) -> str:
-    """``"mlm@text"`` -> ``"mlm"`` (a mixture key names an objective and, optionally, its corpus)."""
-    return key.partition(CORPUS_SEP)[0]
-
-
-def corpus_of(key: str) -> str:
-    """``"mlm@text"`` -> ``"text"``; a key without a corpus reads the recipe's first (default) corpus."""
-    return key.partition(CORPUS_SEP)[2] or "code"
-
-
-def parse_mixture(spec: str, corpora: dict[str, str] | None = None) -> list[tuple[str, float]]:
-    """``"mlm:1,code_doc:2,mlm@text:1"`` -> [(key, weight)]; ``corpora`` maps the recipe's corpus names
-    to their view kinds (default {"code": "code"}): an objective must read that kind
-    (codept.objectives.VIEWS_OF). ConfigError naming the entry and the rule."""
-    corpora = corpora or {"code": "code"}
-    out: list[tuple[str, float]] = []
-    for entry in filter(None, (e.strip() for e in spec.split(","))):
-        key, colon, raw = entry.partition(":")
-        name, corpus = objective_of(key), corpus_of(key)
-        if name not in OBJECTIVES:
-            close = difflib.get_close_matches(name, list(OBJECTIVES), n=1)
-            hint = f"; did you mean {close[0]}?" if close else ""
-            raise ConfigError(f"data.mixture={spec!r}: unknown objective {name!r}{hint} (registered: "
-                              f"{', '.join(OBJECTIVES)})")
-        if corpus not in corpora:
-            raise ConfigError(f"data.mixture={spec!r}: {key!r} names corpus {corpus!r}; this recipe has "
-                              f"{', '.join(corpora)} (write objective{CORPUS_SEP}corpus)")
-        if corpora[corpus] not in VIEWS_OF[name]:
-            raise ConfigError(f"data.mixture={spec!r}: {name} reads {'/'.join(VIEWS_OF[name])} views, corpus "
-                              f"{corpus!r} holds {corpora[corpus]} views")
-        try:
-            w = float(raw) if colon else 1.0
-        except ValueError:
-            raise ConfigError(f"data.mixture={spec!r}: weight {raw!r} of {key} is not a number") from None
-        if not (math.isfinite(w) and w > 0):
-            raise ConfigError(f"data.mixture={spec!r}: weight {raw!r} of {key} must be finite and > 0 "
-                              "(drop the objective instead of weighing it 0)")
-        if key in dict(out):
-            raise ConfigError(f"data.mixture={spec!r}: {key} appears twice (give it one weight)")
-        out.append((key, w))
-    if not out:
-        raise ConfigError(f"data.mixture={spec!r}: name at least one objective as name:weight")
-    return out
-
-
-def corpora_used(mixture: list[tuple[str, float]]) -> list[str]:
-    """The corpora the mixture reads, in first-use order."""
-    return list(dict.fromkeys(corpus_of(k) for k, _ in mixture))
-
-
-def heads_of(mixture: list[tuple[str, float]]) -> list[str]:
-    """The heads the mixture trains, sorted (codept.objectives.HEADS_OF)."""
-    return sorted({h for key, _ in mixture for h in HEADS_OF[objective_of(key)]})
 
 
 def row_settings(name: str, cfg, given: dict, seq_len: int) -> dict:

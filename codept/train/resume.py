@@ -65,7 +65,7 @@ def _jsonable(v):
 def flat(settings: Settings, mixture: list, init_dir) -> dict:
     """The run's settings as one flat JSON dict (module docstring); what checkpoints record."""
     from codept.objectives import OBJECTIVES
-    from codept.train.loop import heads_of, objective_of
+    from codept.train.mixture import heads_of, objective_of
 
     out = dict(settings.run.to_dict())
     for prefix, cfg in settings.sections.items():
