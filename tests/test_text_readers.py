@@ -168,8 +168,8 @@ def test_plain_and_cjk_reflow(tmp_path):
 
 
 def test_man_page_real():
-    if shutil.which("man") is None:
-        pytest.skip("no 'man' executable")
+    if shutil.which("groff") is None:
+        pytest.skip("no 'groff' executable")
     pages = [p for p in ("/usr/share/man/man1/ls.1.gz", "/usr/share/man/man1/cp.1.gz") if os.path.exists(p)]
     pages = pages or sorted(glob.glob("/usr/share/man/man1/*.1*"))[:2]
     if not pages:
@@ -190,7 +190,7 @@ def test_man_unavailable(monkeypatch, tmp_path):
     p = tmp_path / "x.1"
     p.write_text(".TH X 1\n.SH NAME\nx \\- test\n")
     monkeypatch.setattr(readers.shutil, "which", lambda name: None)
-    assert list(read_file(p)) == [Skip(str(p), "man_unavailable", "no 'man' executable on PATH")]
+    assert list(read_file(p)) == [Skip(str(p), "man_unavailable", "no 'groff' executable on PATH")]
 
 
 # -- gettext ----------------------------------------------------------------------------------------

@@ -14,9 +14,12 @@ Formats (:func:`format_of`, by file name; ``.gz`` is decompressed for the text f
    outside a table is a paragraph; its text is the text and code-span tokens (image alt text kept,
    links -> their text, emphasis markers, raw HTML and link targets dropped). Code blocks (fenced and
    indented), HTML blocks, HTML comments, link definitions, rules and tables give nothing; YAML front
-   matter is cut first.
+   matter is cut first. Nothing is read but the text; MyST include fences (```{include} x```) and
+   HTML server-side includes are recorded as ``include_refused``.
 3. reStructuredText (``.rst``, ``.rest``): parsed by docutils (``publish_doctree``; reports silenced,
-   nothing halts, no file inclusion, no raw). Sphinx's roles render their text (``:func:`~a.b``` -> b,
+   nothing halts, no file inclusion, no raw, no config file read: ``include``, ``raw``,
+   ``csv-table :file:/:url:`` and Sphinx's ``literalinclude`` read nothing and are recorded as
+   ``include_refused`` / ``raw_refused`` skips with their target, see :func:`rst_read`). Sphinx's roles render their text (``:func:`~a.b``` -> b,
    ``:ref:`title <x>``` -> title); Sphinx's directives get a generic handler registered once per name in
    docutils' process-wide registry: the body of prose directives (function, class, note-like, seealso,
    versionchanged with its text) is kept and their signature dropped, the body of
@@ -24,10 +27,17 @@ Formats (:func:`format_of`, by file name; ``.gz`` is decompressed for the text f
    the doctree (paragraph, title, term, line, ...) is a paragraph; literal and doctest blocks, tables,
    comments, targets, footnotes, substitution definitions, images, math blocks, the contents topic and
    markup errors (docutils' problematic nodes: an unmatched ``*``) give nothing.
-4. man pages (``name.N[suffix][.gz]``, e.g. ``ls.1.gz``): rendered by ``man --nh --nj -l -Tutf8``
-   (no hyphenation, no justification), overstrike and SGR codes removed, the header and footer
-   lines dropped; unindented lines (NAME, DESCRIPTION) become headings. Without ``man`` every page
-   is a skip ``man_unavailable``. Language from the path (``/usr/share/man/zh_CN/...`` -> 'zh').
+4. man pages (``name.N[suffix][.gz|.bz2|.xz|.zst]``, e.g. ``ls.1.gz``): decompressed here, rendered by
+   groff as ``MANWIDTH=80 man --nh --nj`` renders them (the same text on 81 of 82 sampled system
+   pages; man itself follows ``.so`` to any file), overstrike and SGR codes removed, the header and
+   footer lines dropped; unindented lines (NAME, DESCRIPTION) become headings. groff reads only the
+   page (:func:`render_man`): the page on stdin, in an empty folder, a minimal environment, safer
+   mode, and the requests that read a file (``.so``, ``.mso``, ``.nx``, ``.cf``, ``.trf``, ``.hpf``,
+   ``.psbb``) or run a command (``.sy``, ``.pso``, ``.pi``, ``.open``) removed before the page, so
+   no spelling reaches them; each call is recorded (``include_refused`` / ``command_refused``, with
+   the target). A page that is only ``.so other.1`` (a link) gives no document. Without ``groff``
+   every page is a skip ``man_unavailable``. Language from the path (``/usr/share/man/zh_CN/...``
+   -> 'zh').
 5. pairs from jsonl (``.jsonl``): one JSON object per line with ``src`` and ``tgt`` (+ optional
    ``src_lang``/``tgt_lang``); a line with ``text`` (+ optional ``lang``) is a document instead.
 6. pairs from TSV (``.tsv``): ``src<TAB>tgt`` per line (further columns ignored).
@@ -60,6 +70,7 @@ from __future__ import annotations
 
 import codecs
 import copy
+import functools
 import gettext
 import gzip
 import io
@@ -69,12 +80,13 @@ import re
 import shutil
 import struct
 import subprocess
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
 from codept.data.sources import decode_source, read_bytes, walk
-from codept.data.jobs import SkipFile
+from codept.data.jobs import SkipFile, printable
 from codept.text.segment import HAN, KANA, count_words, guess_lang, normalise_lang
 
 TEXT_MAX_BYTES = 8_000_000  # per input file; views cost ~20 bytes of temporaries per char
@@ -157,7 +169,8 @@ def read_sources(sources: Iterable[str | os.PathLike], **kw) -> Iterator[Item]:
 
 def read_file(path: str | os.PathLike, kind: str | None = None, *, lang: str | None = None,
               pair_langs: tuple[str, str] | None = None, max_bytes: int = TEXT_MAX_BYTES,
-              min_src_words: int = MIN_SRC_WORDS, man_timeout_s: float = MAN_TIMEOUT_S) -> Iterator[Item]:
+              min_src_words: int = MIN_SRC_WORDS, man_timeout_s: float = MAN_TIMEOUT_S,
+              data: bytes | None = None) -> Iterator[Item]:
     """Documents, pairs and skips of one file; at least one item, never an exception for bad input
     (bad arguments raise ValueError)."""
     path = str(path)
@@ -176,7 +189,7 @@ def read_file(path: str | os.PathLike, kind: str | None = None, *, lang: str | N
     n_docs = 0
     try:
         if kind == "man":
-            it = _read_man(path, lang, man_timeout_s)
+            it = _read_man(path, lang, man_timeout_s, max_bytes, data)
         elif kind == "mo":
             it = _read_mo(path, pair_langs, max_bytes, min_src_words)
         elif kind == "po":
@@ -188,8 +201,9 @@ def read_file(path: str | os.PathLike, kind: str | None = None, *, lang: str | N
             elif kind == "tsv":
                 it = _read_tsv(path, text, pair_langs)
             else:
-                body = {"plain": plain_to_text, "markdown": markdown_to_text, "rst": rst_to_text}[kind](text)
-                it = iter([TextDoc(path, lang or guess_lang(body), body)] if body.strip() else [])
+                body, refused = {"plain": lambda t: (plain_to_text(t), []), "markdown": markdown_read,
+                                 "rst": rst_read}[kind](text)
+                it = _doc_and_refusals(path, lang, body, refused)
         for item in it:
             n_docs += not isinstance(item, Skip)
             yield item
@@ -206,6 +220,14 @@ def read_file(path: str | os.PathLike, kind: str | None = None, *, lang: str | N
         return
     if n_docs == 0:
         yield Skip(path, "no_documents", f"{kind}: nothing left after clean-up and filters")
+
+
+def _doc_and_refusals(path: str, lang: str | None, body: str, refused) -> Iterator[Item]:
+    if body.strip():
+        yield TextDoc(path, lang or guess_lang(body), body)
+    for reason, what in (("include_refused", "directive that reads a file, not followed"),
+                         ("raw_refused", "raw output, dropped")):
+        yield from _refusals(path, [(n, t) for r, n, t in refused if r == reason], reason, what)
 
 
 def _read_text(path: str, max_bytes: int) -> str:
@@ -292,8 +314,23 @@ def _md_inline_text(children) -> str:
 def markdown_to_text(text: str) -> str:
     """Markdown -> plain paragraphs: each inline run (paragraph, heading, list item, quote) outside
     tables becomes one paragraph; code blocks, HTML blocks and link definitions carry no inline run."""
+    return markdown_read(text)[0]
+
+
+# MyST's include-like directives (```{include} path```) and server-side includes (<!--#include file=x-->):
+# markdown-it-py reads no file for either (a fence and an HTML comment); recorded, never followed
+_MD_DIRECTIVE = re.compile(r"\{([\w:.+-]*include|raw|csv-table)\}\s*(.*)")
+_MD_SSI = re.compile(r"<!--\s*#\s*include\s+(?:virtual|file)\s*=\s*[\"']?([^\"'>\s]*)", re.I)
+
+
+def markdown_read(text: str) -> tuple[str, list[tuple[str, str, str]]]:
+    """(paragraphs as :func:`markdown_to_text`, refusals): MyST include fences (``{include}``,
+    ``{literalinclude}``, ``{raw}``/``{csv-table}`` with ``:file:``/``:url:``) and HTML server-side
+    includes, as (reason, directive, target) like :func:`rst_read`. markdown-it-py itself reads
+    nothing but the text: these are only recorded."""
     text = _MD_FRONT_MATTER.sub("", text, count=1)
     paras: list[list[str]] = []
+    refused: list[tuple[str, str, str]] = []
     in_table = 0
     for tok in _markdown_it().parse(text):
         if tok.type == "table_open":
@@ -302,7 +339,15 @@ def markdown_to_text(text: str) -> str:
             in_table -= 1
         elif tok.type == "inline" and not in_table:
             paras.append(_md_inline_text(tok.children).split("\n"))
-    return _join(paras)
+            refused += [("include_refused", "<!--#include-->", m.group(1))
+                        for c in tok.children or () if c.type == "html_inline" for m in _MD_SSI.finditer(c.content)]
+        elif tok.type == "fence" and (m := _MD_DIRECTIVE.match(tok.info.strip())):
+            opt = _RST_FILE_OPTION.search(tok.content)
+            if m.group(1).endswith("include") or opt:
+                refused.append(("include_refused", "{%s}" % m.group(1), opt.group(1).strip() if opt else m.group(2)))
+        elif tok.type == "html_block":
+            refused += [("include_refused", "<!--#include-->", m.group(1)) for m in _MD_SSI.finditer(tok.content)]
+    return _join(paras), refused
 
 
 # -- reStructuredText (docutils) ------------------------------------------------------------------
@@ -357,6 +402,10 @@ def _docutils():
 
     class Drop(Text):
         def run(self):
+            if self.name.split(":")[-1].endswith("include"):  # literalinclude, kernel-include: never read
+                self.state.document.reporter.warning(f'"{self.name}" directive disabled.',
+                                                     nodes.literal_block(self.block_text, self.block_text),
+                                                     line=self.lineno)
             return []
 
     settings = frontend.get_default_settings(Parser)
@@ -444,12 +493,47 @@ def rst_to_text(text: str) -> str:
     """reStructuredText -> plain paragraphs: the docutils doctree (with Sphinx roles and directives
     handled generically) walked for the text of its block elements; code, tables, comments, targets,
     footnotes, substitution definitions and markup errors dropped."""
+    return rst_read(text)[0]
+
+
+_RST_REFUSED = re.compile(r'"([\w:.+-]+)" directive disabled|File and URL access deactivated; ignoring "([\w:.+-]+)"')
+_RST_FILE_OPTION = re.compile(r"^\s*:(?:file|url|source):\s*(\S.*)$", re.M)
+
+
+def rst_read(text: str) -> tuple[str, list[tuple[str, str, str]]]:
+    """(paragraphs as :func:`rst_to_text`, refusals): every directive that docutils refused to run
+    because it reads a file or inserts raw output (``include``, ``raw``, ``csv-table :file:``/``:url:``,
+    Sphinx's ``literalinclude``; file insertion and raw are off) as (reason, directive, target), reason
+    ``include_refused`` for one that names a file or URL, ``raw_refused`` for inline raw output. Found
+    by an observer on the document's reporter (reports are silenced, never lost)."""
     from docutils.core import publish_doctree
+    from docutils.readers import standalone
+
+    found: list = []
+
+    class Reader(standalone.Reader):
+        def new_document(self):
+            doc = super().new_document()
+            doc.reporter.attach_observer(found.append)
+            return doc
 
     settings, text_cls, drop_cls = _docutils()
     _register_directives(text, text_cls, drop_cls)
-    doc = publish_doctree(text, parser=_rst_parser(), settings=copy.copy(settings))
-    return _join(p.split("\n") for p in _rst_paragraphs(doc))
+    doc = publish_doctree(text, reader=Reader(), parser=_rst_parser(), settings=copy.copy(settings))
+    refused = []
+    for msg in found:
+        m = _RST_REFUSED.search(msg.astext().split("\n", 1)[0])
+        if not m:
+            continue
+        name = m.group(1) or m.group(2)
+        src = "\n".join(c.astext() for c in msg.children[1:])  # the directive's source block
+        first = src.strip().split("\n", 1)[0]
+        arg = first.split("::", 1)[1].strip() if "::" in first else ""
+        opt = _RST_FILE_OPTION.search(src)
+        target = opt.group(1).strip() if opt else arg
+        reads = name.split(":")[-1].endswith("include") or opt is not None
+        refused.append(("include_refused" if reads else "raw_refused", name, target))
+    return _join(p.split("\n") for p in _rst_paragraphs(doc)), refused
 
 
 # -- man pages ------------------------------------------------------------------------------------
@@ -488,28 +572,148 @@ def man_to_text(rendered: str) -> str:
     return _join(paras)
 
 
-def _read_man(path: str, lang: str | None, timeout_s: float) -> Iterator[Item]:
-    exe = shutil.which("man")
-    if exe is None:
-        raise SkipFile("man_unavailable", "no 'man' executable on PATH")
-    env = {**os.environ, "MANWIDTH": "80", "MAN_KEEP_FORMATTING": "", "GROFF_NO_SGR": "1"}
-    env.setdefault("LANG", "C.UTF-8")
+# groff requests that read a file (the page would put /etc/passwd into a document) and those that run a
+# command or write a file (groff's safer mode refuses these; removed as well). Removed with ``.rm``
+# after the macro package is loaded and before the page, so no spelling (``.cc``, ``.als``, ``.do``,
+# a string holding the name) reaches them: a removed request cannot be named again.
+MAN_FILE_REQUESTS = ("so", "soquiet", "mso", "msoquiet", "nx", "cf", "trf", "hpf", "hpfa", "psbb")
+MAN_COMMAND_REQUESTS = ("sy", "pso", "pi", "open", "opena")
+_MAN_REQUEST = re.compile(r"^[.'][ \t]*(" + "|".join(MAN_FILE_REQUESTS + MAN_COMMAND_REQUESTS) + r")(?![^ \t\n])[ \t]*(.*)$",
+                          re.M)
+_MAN_NAMES = "|".join(MAN_FILE_REQUESTS + MAN_COMMAND_REQUESTS)
+_MAN_ALIAS = re.compile(rf"^[.'][ \t]*(?:rn[ \t]+({_MAN_NAMES})|als[ \t]+\S+[ \t]+({_MAN_NAMES}))(?![^ \t\n])", re.M)
+_MAN_UNDEFINED = re.compile(rf"warning: macro '({_MAN_NAMES})' not defined")
+# --nh --nj of man-db, and the requests removed; the macro package (-man or -mdoc) is loaded before it
+MAN_PRELUDE = (".nh\n.de hy\n..\n.na\n.de ad\n..\n.rm " + " ".join(MAN_FILE_REQUESTS + MAN_COMMAND_REQUESTS) + "\n")
+_MDOC = re.compile(r"^\.[ \t]*Dd\b", re.M)
+_MAN_TH = re.compile(r"^\.[ \t]*TH\b", re.M)
+
+
+def _man_source(path: str, data: bytes) -> str:
+    """A man page's bytes (compressed by its name's suffix) -> its roff text (UTF-8, else Latin-1 as
+    man-db falls back to)."""
+    import bz2
+    import lzma
+
+    name = path.lower()
     try:
-        r = subprocess.run([exe, "--nh", "--nj", "-l", "-Tutf8", path], capture_output=True, timeout=timeout_s,
-                           env=env, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired as e:
-        raise SkipFile("man_timeout", f"man ran over {timeout_s}s") from e
-    except OSError as e:
-        raise SkipFile("man_failed", f"{type(e).__name__}: {e}") from e
+        if name.endswith(".gz"):
+            data = gzip.decompress(data)
+        elif name.endswith(".bz2"):
+            data = bz2.decompress(data)
+        elif name.endswith((".xz", ".lzma")):
+            data = lzma.decompress(data)
+        elif name.endswith(".zst"):
+            exe = shutil.which("zstd")
+            if exe is None:
+                raise SkipFile("unreadable", "a .zst man page needs the 'zstd' executable on PATH")
+            r = subprocess.run([exe, "-dcq"], input=data, capture_output=True, timeout=60)
+            if r.returncode != 0:
+                raise SkipFile("unreadable", f"zstd -d: rc={r.returncode}")
+            data = r.stdout
+    except (OSError, EOFError, ValueError, lzma.LZMAError) as e:
+        raise SkipFile("unreadable", f"{type(e).__name__}: {e}") from e
+    if b"\0" in data[:8192]:
+        raise SkipFile("binary", "NUL byte in the first 8 KiB")
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
+def man_requests(src: str, warnings: str = "") -> list[tuple[str, str]]:
+    """(request, argument) of every call of a request of MAN_FILE_REQUESTS or MAN_COMMAND_REQUESTS in
+    `src`: lines that call one directly (``.so x``, ``'so x``), rename or alias one (``.rn so x``,
+    ``.als x so``), and, from groff's stderr (`warnings`, ``-wmac``), the calls of a removed request
+    spelled any other way (``.do so``, ``.cc !`` + ``!so``, a string holding its name): argument '?'."""
+    found = [(m.group(1), m.group(2).strip()) for m in _MAN_REQUEST.finditer(src)]
+    found += [(m.group(1) or m.group(2), "(renamed or aliased)") for m in _MAN_ALIAS.finditer(src)]
+    direct = Counter(name for name, _ in found)
+    warned = Counter(m.group(1) for m in _MAN_UNDEFINED.finditer(warnings))
+    for name, n in sorted(warned.items()):
+        found += [(name, "(spelled indirectly)")] * max(0, n - direct[name])
+    return found
+
+
+@functools.lru_cache(maxsize=None)
+def _man_package(exe: str, kind: str) -> str:
+    """The groff macro package that loads the man (or mdoc) macros at once. ``-man`` and ``-mdoc`` of
+    groff 1.22 go through andoc.tmac, which loads the real package with ``.mso`` at the page's first
+    ``.TH``, after the prelude removed ``mso``: name the package itself (an-old.tmac in groff 1.22,
+    an.tmac from 1.23 on) so it is loaded before the prelude."""
+    for name in (("an-old", "an") if kind == "man" else ("mdoc",)):
+        r = subprocess.run([exe, "-m", name, "-Tutf8"], input=b"", capture_output=True, timeout=30,
+                           env={"PATH": os.environ.get("PATH", os.defpath)})
+        if r.returncode == 0:
+            return name
+    return "an" if kind == "man" else "mdoc"
+
+
+def render_man(src: str, timeout_s: float = MAN_TIMEOUT_S) -> tuple[str, str]:
+    """roff source of a man page -> (groff's -Tutf8 output, its warnings): 80 columns as
+    ``MANWIDTH=80 man --nh --nj`` renders (no hyphenation or justification).
+
+    groff runs on stdin (so a page has no name to resolve a relative path against) in an empty
+    working folder, with a minimal environment (``\\V`` reads no secret), in safer mode (groff's
+    default), with tbl; the file-reading and command-running requests are removed (MAN_PRELUDE).
+    Non-ASCII characters are passed as ``\\[uXXXX]`` escapes (what preconv does)."""
+    import tempfile
+
+    exe = shutil.which("groff")
+    if exe is None:
+        raise SkipFile("man_unavailable", "no 'groff' executable on PATH")
+    macros = _man_package(exe, "mdoc" if _MDOC.search(src) and not _MAN_TH.search(src) else "man")
+    body = "".join(c if ord(c) < 128 else f"\\[u{ord(c):04X}]" for c in src)
+    env = {"PATH": os.path.dirname(exe), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "GROFF_NO_SGR": "1"}
+    with tempfile.TemporaryDirectory(prefix="codept-man-") as cwd:
+        try:
+            r = subprocess.run([exe, "-Tutf8", "-t", "-wmac", "-m", macros, "-rLL=78n", "-rLT=78n", "-"],
+                               input=(MAN_PRELUDE + body + "\n").encode("ascii"), capture_output=True,
+                               timeout=timeout_s, env=env, cwd=cwd)
+        except subprocess.TimeoutExpired as e:
+            raise SkipFile("man_timeout", f"groff ran over {timeout_s}s") from e
+        except OSError as e:
+            raise SkipFile("man_failed", f"{type(e).__name__}: {e}") from e
     if r.returncode != 0:
         raise SkipFile("man_failed", f"rc={r.returncode}: {r.stderr.decode('utf-8', 'replace')[-200:].strip()}")
     try:
-        out = r.stdout.decode("utf-8")
+        return r.stdout.decode("utf-8"), r.stderr.decode("utf-8", "replace")
     except UnicodeDecodeError as e:
-        raise SkipFile("bad_utf8", f"man output: invalid UTF-8 at byte {e.start}") from e
+        raise SkipFile("bad_utf8", f"groff output: invalid UTF-8 at byte {e.start}") from e
+
+
+def _read_man(path: str, lang: str | None, timeout_s: float, max_bytes: int, data: bytes | None) -> Iterator[Item]:
+    if shutil.which("groff") is None:
+        raise SkipFile("man_unavailable", "no 'groff' executable on PATH")
+    if data is None:
+        try:
+            size = os.path.getsize(path)
+            if size > max_bytes:
+                raise SkipFile("too_large", f"{size} bytes > max_bytes={max_bytes}")
+            with open(path, "rb") as f:
+                data = f.read(max_bytes + 1)
+        except OSError as e:
+            raise SkipFile("unreadable", f"{type(e).__name__}: {e}") from e
+    src = _man_source(path, data)
+    if len(src) > max_bytes:
+        raise SkipFile("too_large", f"> max_bytes={max_bytes} after decompression")
+    out, warnings = render_man(src, timeout_s)
+    refused = man_requests(src, warnings)
     body = man_to_text(out)
-    if body.strip():
+    if re.search(r"\w", body):  # a page that is only ``.so other.1`` renders an empty header: "()"
         yield TextDoc(path, lang or man_lang(path) or guess_lang(body), body)
+    yield from _refusals(path, [(f".{req}", arg) for req, arg in refused if req in MAN_FILE_REQUESTS],
+                        "include_refused", "groff request that reads a file, not followed")
+    yield from _refusals(path, [(f".{req}", arg) for req, arg in refused if req in MAN_COMMAND_REQUESTS],
+                        "command_refused", "groff request that runs a command or writes a file, not run")
+
+
+def _refusals(path: str, found: list[tuple[str, str]], reason: str, what: str) -> Iterator[Skip]:
+    """One aggregated Skip for the includes (or commands) a reader refused: the count and the first few."""
+    if found:
+        shown = "; ".join(f"{name} {printable(arg)[:200]}".strip() for name, arg in found[:3])
+        yield Skip(path, reason, f"{what}: {shown}" + (" ..." if len(found) > 3 else ""),
+                   len(found))
 
 
 # -- pairs: jsonl, TSV ------------------------------------------------------------------------------
@@ -716,10 +920,12 @@ def _po_catalog(text: str):
     """The polib catalog of decoded .po text; a syntax error is a SkipFile naming the line."""
     import polib
 
-    try:  # polib takes a string that is not an existing file as the catalog's contents
-        return polib.pofile(text if "\n" in text else text + "\n", check_for_duplicates=False)
-    except (OSError, ValueError) as e:
-        raise SkipFile("bad_catalog", f"polib: {e}") from e
+    try:  # polib opens its argument when it names a file (os.path.isfile): a first comment line holding a
+        # NUL makes isfile raise ValueError, so the text is never taken for a path (``/etc/passwd\n``)
+        return polib.pofile("# \0\n" + text, check_for_duplicates=False)
+    except (OSError, ValueError) as e:  # (line numbers of the text as given, without that first line)
+        msg = re.sub(r"\(line (\d+)\)", lambda m: f"(line {int(m.group(1)) - 1})", str(e))
+        raise SkipFile("bad_catalog", f"polib: {msg}") from e
 
 
 def _read_po(path: str, pair_langs, max_bytes: int, min_src_words: int) -> Iterator[Item]:
