@@ -133,3 +133,18 @@ def test_architecture_layout_lists_every_module():
         if not re.search(rf"\b{re.escape(f.stem)}\b", entries.get("recipes/", "")):
             missing.append(f"recipes/{f.name}")
     assert not missing, f"docs/architecture.md's Layout does not name: {missing}"
+
+
+def test_headline_numbers_come_from_the_reports():
+    """Every number of the README's headline table stands in a report page (results, benchmarks,
+    ablations, evidence, search, languages): the one table summarises measurements, it makes none."""
+    text = README.read_text(encoding="utf-8")
+    table = text.split("## Headline results", 1)[1].split("\n## ", 1)[0]
+    reports = "".join((REPO / "docs" / f"{p}.md").read_text(encoding="utf-8")
+                      for p in ("results", "benchmarks", "ablations", "evidence", "search", "languages")
+                      if (REPO / "docs" / f"{p}.md").exists())
+    rows = [r for r in table.splitlines() if r.startswith("| ") and not r.startswith("| question")]
+    assert len(rows) >= 5, rows
+    missing = sorted({n for r in rows for n in re.findall(r"\d+(?:\.\d+)?%?", r.rsplit("](", 1)[0])
+                      if not re.search(rf"(?<![\d.]){re.escape(n)}(?!\d)", reports)})
+    assert not missing, f"headline numbers found in no report page: {missing}"
