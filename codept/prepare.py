@@ -59,19 +59,21 @@ from codept import __version__, languages
 from codept.data.dedup import ExactDedup, NearDedup, content_hash, minhash_signature
 from codept.data.jobs import (  # noqa: F401  (SHARD_ROWS, ShardWriter: their old home)
     SHARD_ROWS,
+    JobCache,
     NothingToPrepare,
     ShardWriter,
     build_lock,
     fresh_folder,
+    hexkey,
     is_complete,
     key_bytes,
     mark_done,
     printable,
     publish,
-    read_summary,
+    served,
 )
 from codept.data.jobs import progress as progress_bar
-from codept.data.records import Listing, Record, Skip, iter_records, list_sources, record_text
+from codept.data.records import Record, Skip, iter_records, list_sources, record_text
 from codept.data.redact import redact
 from codept.data.sources import stdlib_files
 from codept.structure import grammar, kinds
@@ -245,72 +247,6 @@ def _quick_settings(cfg: PrepareConfig, tokenizer_dir: Path):
     return h
 
 
-def _hexkey(settings, lines: list[str]) -> str:
-    h = settings.copy()
-    for line in lines:
-        h.update(key_bytes(line) + b"\n")
-    return h.hexdigest()[:20]
-
-
-@dataclass
-class _Cache:
-    """Where the folder of a job lives and what the index says about it."""
-
-    listing: Listing
-    listing_key: str
-    stat_key: str
-    out: Path | None  # the user's --out, or None for the cache folder
-
-    @property
-    def index(self) -> Path:
-        """A --out folder keeps its own entry (``listing.json``, written after DONE); the cache folder
-        of a listing is found through ``views/index/``."""
-        if self.out is not None:
-            return self.out / "listing.json"
-        return cache_dir() / "views" / "index" / f"{self.listing_key}.json"
-
-    def folder(self, key: str) -> Path:
-        return self.out if self.out is not None else cache_dir() / "views" / key
-
-    def entry(self) -> dict:
-        try:
-            return json.loads(self.index.read_text())
-        except (OSError, ValueError):
-            return {}
-
-    def stat_hit(self) -> dict | None:
-        """Served from stat alone: the index entry's stat key equals today's and its folder is complete."""
-        e = self.entry()
-        if self.listing.streamed or not e.get("stat_key") or e["stat_key"] != self.stat_key \
-                or e.get("listing_key") != self.listing_key:
-            return None
-        return _served(self.folder(e["content_key"]), e["content_key"])
-
-    def candidate(self) -> Path | None:
-        """A complete folder this listing may reuse (then a hash pass decides)."""
-        if self.out is not None:
-            return self.out if is_complete(self.out) else None
-        e = self.entry()
-        return self.folder(e["content_key"]) if e and is_complete(self.folder(e["content_key"])) else None
-
-    def remember(self, key: str) -> None:
-        """Index entry for the next run; no stat key while files were still changing (racy)."""
-        if self.listing.streamed:
-            return
-        entry = {"content_key": key, "listing_key": self.listing_key,
-                 "stat_key": None if self.listing.racy else self.stat_key}
-        self.index.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.index.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(entry) + "\n")
-        os.replace(tmp, self.index)
-
-
-def _served(folder: Path, key: str) -> dict | None:
-    if not is_complete(folder, key):
-        return None
-    return {**read_summary(folder), "cached": True}
-
-
 def _missing(sources: list) -> NothingToPrepare:
     shown = ", ".join(printable(str(s)) for s in sources[:5]) + (" ..." if len(sources) > 5 else "")
     return NothingToPrepare(f"nothing to prepare: no source exists ({shown}); every source must be an existing "
@@ -336,10 +272,11 @@ def prepare(sources: list, out: Path | None = None, tokenizer_dir: Path | None =
     if not listing.exists and not listing.streamed:
         raise _missing(sources)
     quick = _quick_settings(cfg, tokenizer_dir)
-    cache = _Cache(listing, _hexkey(quick, listing.entries), _hexkey(quick, listing.stats), Path(out) if out else None)
+    cache = JobCache(listing, hexkey(quick, listing.entries), hexkey(quick, listing.stats), Path(out) if out else None,
+                     cache_dir() / "views")
     if not force and (hit := cache.stat_hit()):
         return hit
-    lock_on = cache.out or cache_dir() / "views" / f".build-{cache.listing_key}"
+    lock_on = cache.build_folder()
     settings = _settings(cfg, tokenizer_dir)
     with build_lock(lock_on):
         if not force and (hit := cache.stat_hit() or _hash_hit(sources, cfg, settings, cache)):
@@ -348,7 +285,7 @@ def prepare(sources: list, out: Path | None = None, tokenizer_dir: Path | None =
     return summary
 
 
-def _hash_hit(sources: list, cfg: PrepareConfig, settings, cache: _Cache) -> dict | None:
+def _hash_hit(sources: list, cfg: PrepareConfig, settings, cache: JobCache) -> dict | None:
     """Stat changed but a complete folder exists: one hash pass says whether the content did."""
     if cache.listing.streamed or cache.candidate() is None:
         return None
@@ -356,7 +293,7 @@ def _hash_hit(sources: list, cfg: PrepareConfig, settings, cache: _Cache) -> dic
     for item in iter_records(sources):
         planner.take(item)
     key = planner.key()
-    hit = _served(cache.folder(key), key)
+    hit = served(cache.folder(key), key)
     if hit is not None:
         cache.remember(key)
     return hit
@@ -457,12 +394,12 @@ class _Tally:
         }
 
 
-def _build(sources: list, cfg: PrepareConfig, settings, cache: _Cache, tokenizer_dir: Path, progress: bool,
+def _build(sources: list, cfg: PrepareConfig, settings, cache: JobCache, tokenizer_dir: Path, progress: bool,
            t0: float, force: bool) -> dict:
     """Read every input once, view the new ones in workers, write the folder; returns the summary."""
     from codept.parallel import WorkersFailing, default_memory_limit, isolated_map
 
-    folder = fresh_folder(cache.out or cache_dir() / "views" / f".build-{cache.listing_key}")
+    folder = fresh_folder(cache.build_folder())
     workers = cfg.workers or os.cpu_count() or 1
     memory = cfg.worker_memory if cfg.worker_memory else default_memory_limit(workers)
     planner = _Planner(cfg, settings.copy())

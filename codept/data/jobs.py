@@ -13,7 +13,12 @@ job, a corpus reader or a test can use it without loading a grammar.
    column or a terminal needs valid UTF-8.
 3. Output: :class:`ShardWriter` streams rows into Arrow shards of a ``Dataset.save_to_disk`` folder;
    :func:`progress` is the progress bar.
-4. Folders: :func:`is_complete` (``DONE`` written last, holding the key), :func:`fresh_folder`,
+4. The cache check of a job (:class:`JobCache`): a *listing* (names + settings: which files decide
+   the result) keys an index entry that maps it to the content key of its last build and to the
+   stat key (the same files' ``stat``) it was built from; an equal stat key and a complete folder
+   serve the job without reading an input (codept.prepare's docstring, step 2; ``codept prepare``
+   and ``codept prepare-text`` both use it, with their own listing and cache root).
+5. Folders: :func:`is_complete` (``DONE`` written last, holding the key), :func:`fresh_folder`,
    :func:`mark_done`, :func:`publish` (an atomic rename of a finished build to its final name) and
    :func:`build_lock`, an exclusive ``fcntl.flock`` on a lock file next to the output folder: one
    process per node builds a missing folder, the others wait and then reuse it.
@@ -31,8 +36,9 @@ import json
 import os
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 SHARD_ROWS = 2000
 
@@ -248,3 +254,82 @@ def build_lock(out: Path) -> Iterator[float]:
             yield time.monotonic() - t0
         finally:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+# -- the cache check -----------------------------------------------------------------------------
+
+
+def hexkey(settings, lines: list[str]) -> str:
+    """The 20-hex key of a sha256 state (the settings) extended by `lines` (listing or stat lines)."""
+    h = settings.copy()
+    for line in lines:
+        h.update(key_bytes(line) + b"\n")
+    return h.hexdigest()[:20]
+
+
+def served(folder: Path, key: str) -> dict | None:
+    """The summary of a complete folder for `key` (``cached: True``), or None."""
+    if not is_complete(folder, key):
+        return None
+    return {**read_summary(folder), "cached": True}
+
+
+@dataclass
+class JobCache:
+    """Where the folder of a job lives and what the index says about it. ``listing`` is any object
+    with ``streamed`` and ``racy`` (codept.data.records.Listing); ``root`` is the job's cache folder
+    (``<cache>/views``, ``<cache>/text``): folders ``root/<content key>``, entries ``root/index/``."""
+
+    listing: Any
+    listing_key: str
+    stat_key: str
+    out: Path | None  # the user's --out, or None for the cache folder
+    root: Path
+
+    @property
+    def index(self) -> Path:
+        """A --out folder keeps its own entry (``listing.json``, written after DONE); the cache folder
+        of a listing is found through ``root/index/``."""
+        if self.out is not None:
+            return self.out / "listing.json"
+        return self.root / "index" / f"{self.listing_key}.json"
+
+    def folder(self, key: str) -> Path:
+        return self.out if self.out is not None else self.root / key
+
+    def build_folder(self) -> Path:
+        """Where a build writes (and the lock's name): the --out folder, else ``root/.build-<listing key>``
+        (renamed to ``root/<content key>`` when done)."""
+        return self.out if self.out is not None else self.root / f".build-{self.listing_key}"
+
+    def entry(self) -> dict:
+        try:
+            return json.loads(self.index.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def stat_hit(self) -> dict | None:
+        """Served from stat alone: the index entry's stat key equals today's and its folder is complete."""
+        e = self.entry()
+        if self.listing.streamed or not e.get("stat_key") or e["stat_key"] != self.stat_key \
+                or e.get("listing_key") != self.listing_key:
+            return None
+        return served(self.folder(e["content_key"]), e["content_key"])
+
+    def candidate(self) -> Path | None:
+        """A complete folder this listing may reuse (then a hash pass decides)."""
+        if self.out is not None:
+            return self.out if is_complete(self.out) else None
+        e = self.entry()
+        return self.folder(e["content_key"]) if e and is_complete(self.folder(e["content_key"])) else None
+
+    def remember(self, key: str) -> None:
+        """Index entry for the next run; no stat key while files were still changing (racy)."""
+        if self.listing.streamed:
+            return
+        entry = {"content_key": key, "listing_key": self.listing_key,
+                 "stat_key": None if self.listing.racy else self.stat_key}
+        self.index.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.index.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(entry) + "\n")
+        os.replace(tmp, self.index)

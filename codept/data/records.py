@@ -291,6 +291,12 @@ def _list_one(src: str, out: Listing, now: int) -> None:
         files = [f for f, _ in found]
         out.entries += [f"skip\0{f}\0{reason}" for f, reason in skipped]
         out.exists |= any(reason != "not_found" for _, reason in skipped)
+    add_file_stats(out, files, now)
+
+
+def add_file_stats(out: Listing, files: Iterable[str], now: int) -> None:
+    """Append each file's listing line and stat line to `out` (no content read); also the listing of
+    ``codept prepare-text`` (codept.text.prepare), whose files come from its own discovery."""
     for f in files:
         try:
             st = os.stat(f)

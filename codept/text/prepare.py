@@ -5,16 +5,29 @@ Same rules as ``codept prepare`` (codept.prepare), for the text objectives:
    parallel pairs from jsonl / TSV / gettext .mo/.po. Every file is accounted for: viewed (with its
    document or pair count) or skipped with a reason; entries dropped inside a kept file are counted
    per reason in its manifest row.
-2. Cache key = sha256 of the codept version and text-pipeline source code, the tokenizer, the
-   segmenter (jieba version + user dictionary), the settings and every input's path and content.
-3. One killable worker call per file (codept.parallel.isolated_map): read -> redact (on by default)
-   -> build_doc; results are settled in input order.
-4. Output: ``DIR/text`` (TextView rows) and ``DIR/pairs`` (PairView rows), each a dataset that
+2. Cache check first, from names and ``stat`` only, with the code prepare's pieces
+   (codept.data.jobs.JobCache; the listing of codept.data.records.add_file_stats): the listing (the
+   settings + every discovered file and skip) keys an index entry (``<cache>/text/index/<listing
+   key>.json``, or ``listing.json`` inside ``--out``) holding the content key of its last build and
+   the stat key (device, inode, size, mtime_ns, ctime_ns of each file) it was built from. Equal
+   stat key + complete folder: served without reading an input. A stat change (or a racy listing)
+   falls back to one hash pass when a complete folder exists, else to the build.
+3. Content key = sha256 of the codept version and text-pipeline source code, the tokenizer, the
+   segmenter (jieba version + user dictionary), the parser versions, the settings and every input's
+   path (its bytes on disk, also when not UTF-8), kind and content.
+4. One build per node: an exclusive ``flock`` next to the output folder (codept.data.jobs.build_lock);
+   a second process waits, then finds the folder in the cache check. A default-folder build is
+   written to ``<cache>/text/.build-<listing key>`` and renamed to ``<cache>/text/<content key>``.
+5. Build, one read per input: the main process reads each file once (at most ``max_bytes + 1``
+   bytes), hashes it into the key and hands the bytes to a killable worker (codept.parallel.
+   isolated_map): read_file(data=...) -> redact (on by default) -> build_doc; results are settled
+   in input order.
+6. Output: ``DIR/text`` (TextView rows) and ``DIR/pairs`` (PairView rows), each a dataset that
    ``datasets.load_from_disk`` opens; ``manifest.jsonl``, ``summary.json``, then ``DONE``.
-Cost: ~ build_text_view time / workers (about tokenize-only x 1.5, see benchmarks/bench_text.py).
+Cost: a cache hit ~ one ``stat`` per input; a build ~ build_text_view time / workers (about
+tokenize-only x 1.5, see benchmarks/bench_text.py) + one read of the inputs.
 Sources that name nothing that exists are an error (``NothingToPrepare``): nothing is cached.
-Not covered: dedup of text documents, sharding across machines, the stat-only cache check and the
-build lock (the code path has them); the key still reads every file once before the build.
+Not covered: dedup of text documents, sharding across machines.
 """
 
 from __future__ import annotations
@@ -30,8 +43,21 @@ from pathlib import Path
 
 from codept import __version__
 from codept.data.redact import redact
-from codept.data.jobs import NothingToPrepare, ShardWriter, fresh_folder, key_bytes
+from codept.data.jobs import (
+    JobCache,
+    NothingToPrepare,
+    ShardWriter,
+    build_lock,
+    fresh_folder,
+    hexkey,
+    key_bytes,
+    mark_done,
+    printable,
+    publish,
+    served,
+)
 from codept.data.jobs import progress as progress_bar
+from codept.data.records import Listing, add_file_stats
 from codept.text.build import build_doc
 from codept.text.readers import PairDoc, Skip, TextDoc, discover, read_file
 from codept.text.readers import fingerprint as readers_fingerprint
@@ -60,14 +86,15 @@ def _init(tokenizer_dir: str, cfg: dict):
 
 
 def _one_file(state, item):
-    """Worker: one (path, kind) -> (text records, pair records, skip counts, redaction counts)."""
+    """Worker: one (path, kind, bytes read by the main process) -> (text records, pair records, skip
+    counts, redaction counts)."""
     tok, cfg = state
-    path, kind = item
+    path, kind, data = item
     texts, pairs = [], []
     skips: Counter = Counter()
     redacted: Counter = Counter()
     for doc in read_file(path, kind, lang=cfg.lang, pair_langs=cfg.pair_langs, max_bytes=cfg.max_bytes,
-                         min_src_words=cfg.min_src_words):
+                         min_src_words=cfg.min_src_words, data=data):
         if isinstance(doc, Skip):
             skips[doc.reason] += doc.count
             continue
@@ -86,7 +113,9 @@ def _one_file(state, item):
     return texts, pairs, dict(skips), dict(redacted)
 
 
-def _key(files: list[tuple[str, str]], skipped: list[Skip], cfg: TextConfig, tokenizer_dir: Path) -> str:
+def _settings(cfg: TextConfig, tokenizer_dir: Path):
+    """sha256 state of everything but the inputs: codept's version and text-pipeline code, the
+    tokenizer, the segmenter, the parser versions and the settings (no input read)."""
     h = hashlib.sha256()
     h.update(f"codept {__version__} text\n".encode())
     pkg = Path(__file__).resolve().parent.parent
@@ -100,98 +129,187 @@ def _key(files: list[tuple[str, str]], skipped: list[Skip], cfg: TextConfig, tok
     d = asdict(cfg)
     d.pop("workers")
     h.update(json.dumps(d, sort_keys=True).encode())
-    for path, kind in files:
-        h.update(key_bytes(f"{path}\0{kind}\0"))
-        try:
-            h.update(hashlib.sha256(Path(path).read_bytes()).digest())
-        except OSError as e:
-            h.update(f"unreadable:{e.errno}".encode())
-    for s in skipped:
-        h.update(key_bytes(f"skip\0{s.path}\0{s.reason}"))
-    return h.hexdigest()[:20]
+    return h
+
+
+def _listing(files: list[tuple[str, str]], skipped: list[Skip]) -> Listing:
+    """Names and ``stat`` of the inputs (codept.data.records.add_file_stats), no content read."""
+    out = Listing()
+    out.entries += [f"skip\0{s.path}\0{s.reason}" for s in skipped]
+    out.exists = any(s.reason != "not_found" for s in skipped)
+    add_file_stats(out, [f for f, _ in files], time.time_ns())
+    return out
+
+
+def _read(path: str, max_bytes: int) -> tuple[bytes | None, tuple[str, str] | None]:
+    """The one read of an input: (its bytes on disk, at most max_bytes + 1, or None; a refusal)."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            raw = f.read(max_bytes + 1)
+    except OSError as e:
+        return None, ("unreadable", f"{type(e).__name__}: {e}")
+    return raw, (("too_large", f"{size} bytes > max_bytes={max_bytes}") if size > max_bytes else None)
+
+
+class _Planner:
+    """The main process's part, input by input in path order: read once, hash into the content key."""
+
+    def __init__(self, cfg: TextConfig, settings):
+        self.cfg, self.h = cfg, settings.copy()
+
+    def key(self) -> str:
+        return self.h.hexdigest()[:20]
+
+    def take(self, path: str, kind: str) -> tuple[str, object]:
+        """-> ('settled', (reason, detail)) or ('view', (path, kind, bytes))."""
+        raw, refused = _read(path, self.cfg.max_bytes)
+        self.h.update(key_bytes(f"{path}\0{kind}\0"))
+        self.h.update(hashlib.sha256(raw).digest() if raw is not None else b"unreadable")
+        if refused is not None:
+            return "settled", refused
+        return "view", (path, kind, raw)
+
+    def skips(self, skipped: list[Skip]) -> None:
+        for s in skipped:
+            self.h.update(key_bytes(f"skip\0{s.path}\0{s.reason}"))
 
 
 def prepare_text(sources: list[str], out: Path | None = None, tokenizer_dir: Path | None = None,
                  cfg: TextConfig = TextConfig(), force: bool = False, progress: bool = True) -> dict:
+    """Build (or reuse) the text and pair views of `sources`; returns the summary (also summary.json).
+    The cache check, the lock and the one read per input are those of ``codept prepare``
+    (codept.data.jobs.JobCache, build_lock; see the module docstring)."""
+    from codept.parallel import check_main_guard
+
+    check_main_guard("codept.text.prepare.prepare_text()")
     t0 = time.time()
     if not sources:
         raise ValueError("prepare-text needs at least one source (text/markdown/rst/man files, .jsonl/.tsv/.mo/.po)")
     tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else default_tokenizer_dir()
     files, skipped = discover(sources)
     if not files and all(s.reason == "not_found" for s in skipped):
-        raise NothingToPrepare(f"nothing to prepare: no source exists ({', '.join(map(str, sources[:5]))}); "
+        raise NothingToPrepare(f"nothing to prepare: no source exists "
+                               f"({', '.join(printable(str(s)) for s in sources[:5])}); "
                                "every source must be an existing file or directory")
-    key = _key(files, skipped, cfg, tokenizer_dir)
-    out = Path(out) if out else cache_dir() / "text" / key
-    if (out / "DONE").is_file() and not force:
-        old = json.loads((out / "summary.json").read_text())
-        if old.get("cache_key") == key:
-            return {**old, "cached": True}
-    fresh_folder(out)
-    for sub in ("text", "pairs"):
-        (out / sub).mkdir()
-    writers = {"text": ShardWriter(out / "text", TEXT_ARROW_SCHEMA), "pairs": ShardWriter(out / "pairs", PAIR_ARROW_SCHEMA)}
+    listing = _listing(files, skipped)
+    settings = _settings(cfg, tokenizer_dir)
+    cache = JobCache(listing, hexkey(settings, listing.entries), hexkey(settings, listing.stats),
+                     Path(out) if out else None, cache_dir() / "text")
+    if not force and (hit := cache.stat_hit()):
+        return hit
+    with build_lock(cache.build_folder()):
+        if not force and (hit := cache.stat_hit() or _hash_hit(files, skipped, cfg, settings, cache)):
+            return hit
+        return _build(files, skipped, cfg, settings, cache, tokenizer_dir, progress, t0, force)
+
+
+def _hash_hit(files, skipped, cfg: TextConfig, settings, cache: JobCache) -> dict | None:
+    """Stat changed but a complete folder exists: one hash pass says whether the content did."""
+    if cache.candidate() is None:
+        return None
+    planner = _Planner(cfg, settings)
+    for path, kind in files:
+        planner.take(path, kind)
+    planner.skips(skipped)
+    key = planner.key()
+    hit = served(cache.folder(key), key)
+    if hit is not None:
+        cache.remember(key)
+    return hit
+
+
+def _build(files, skipped, cfg: TextConfig, settings, cache: JobCache, tokenizer_dir: Path, progress: bool,
+           t0: float, force: bool) -> dict:
+    """Read every input once (main process), view it in a worker, settle in path order, write the folder."""
     from codept.parallel import isolated_map
 
+    folder = fresh_folder(cache.build_folder())
+    for sub in ("text", "pairs"):
+        (folder / sub).mkdir()
+    writers = {"text": ShardWriter(folder / "text", TEXT_ARROW_SCHEMA),
+               "pairs": ShardWriter(folder / "pairs", PAIR_ARROW_SCHEMA)}
     workers = cfg.workers or os.cpu_count() or 1
+    planner = _Planner(cfg, settings)
     results: dict[int, tuple] = {}
+    sent: list[int] = []  # file index of every item handed to the workers, in order
     totals: Counter = Counter()
     reasons: Counter = Counter()
     inner: Counter = Counter()
     redacted: Counter = Counter()
     bar = progress_bar(len(files), progress)
     nxt = 0
-    with open(out / "manifest.jsonl", "w") as manifest:
-        for s in skipped:
-            manifest.write(json.dumps({"path": s.path, "status": "skipped", "reason": s.reason, "detail": s.detail}) + "\n")
-            reasons[s.reason] += 1
+    manifest = open(folder / "manifest.jsonl", "w")
+    for s in skipped:
+        manifest.write(json.dumps({"path": s.path, "status": "skipped", "reason": s.reason, "detail": s.detail}) + "\n")
+        reasons[s.reason] += 1
 
-        def settle(i: int, res) -> None:
-            path, kind = files[i]
-            row = {"path": path, "kind": kind}
-            if res[0] == "ok":
-                texts, pairs, skips, red = res[1]
-                for r in texts:
-                    writers["text"].write(r)
-                for r in pairs:
-                    writers["pairs"].write(r)
-                totals["documents"] += len(texts)
-                totals["pairs"] += len(pairs)
-                totals["tokens"] += sum(len(r["input_ids"]) for r in texts)
-                totals["tokens"] += sum(len(r["src_input_ids"]) + len(r["tgt_input_ids"]) for r in pairs)
-                inner.update(skips)
-                redacted.update(red)
-                row.update(status="viewed", documents=len(texts), pairs=len(pairs), dropped=skips, redacted=red)
-                if not texts and not pairs:
-                    row.update(status="skipped", reason="no_documents")
-                    reasons["no_documents"] += 1
-                else:
-                    totals["viewed"] += 1
+    def settle(i: int, res) -> None:
+        path, kind = files[i]
+        row = {"path": path, "kind": kind}
+        if res[0] == "ok":
+            texts, pairs, skips, red = res[1]
+            for r in texts:
+                writers["text"].write(r)
+            for r in pairs:
+                writers["pairs"].write(r)
+            totals["documents"] += len(texts)
+            totals["pairs"] += len(pairs)
+            totals["tokens"] += sum(len(r["input_ids"]) for r in texts)
+            totals["tokens"] += sum(len(r["src_input_ids"]) + len(r["tgt_input_ids"]) for r in pairs)
+            inner.update(skips)
+            redacted.update(red)
+            row.update(status="viewed", documents=len(texts), pairs=len(pairs), dropped=skips, redacted=red)
+            if not texts and not pairs:
+                row.update(status="skipped", reason="no_documents")
+                reasons["no_documents"] += 1
             else:
-                row.update(status="skipped", reason=res[1], detail=res[2])
-                reasons[res[1]] += 1
-            manifest.write(json.dumps(row) + "\n")
-            bar(1)
+                totals["viewed"] += 1
+        else:
+            row.update(status="skipped", reason=res[1], detail=res[2])
+            reasons[res[1]] += 1
+        manifest.write(json.dumps(row) + "\n")
+        bar(1)
 
-        for i, ok, value in isolated_map(_one_file, files, workers=workers, timeout=cfg.timeout, init=_init,
-                                         init_args=(str(tokenizer_dir), asdict(cfg))):
-            results[i] = ("ok", value) if ok else ("skip", value[0], value[1].splitlines()[0] if value[1] else "")
-            while nxt in results:
-                settle(nxt, results.pop(nxt))
-                nxt += 1
+    def work():
+        for i, (path, kind) in enumerate(files):
+            what, value = planner.take(path, kind)
+            if what == "settled":
+                results[i] = ("skip", *value)
+            else:
+                sent.append(i)
+                yield value
+
+    def drain() -> None:
+        nonlocal nxt
+        while nxt in results:
+            settle(nxt, results.pop(nxt))
+            nxt += 1
+
+    for k, ok, value in isolated_map(_one_file, work(), workers=workers, timeout=cfg.timeout, init=_init,
+                                     init_args=(str(tokenizer_dir), asdict(cfg))):
+        results[sent[k]] = ("ok", value) if ok else ("skip", value[0], value[1].splitlines()[0] if value[1] else "")
+        drain()
+    drain()  # inputs settled without a worker after the last result
+    manifest.close()
+    planner.skips(skipped)
+    key = planner.key()
     for name, w in writers.items():
         w.close(f"{key}-{name}")
     bar(0, close=True)
+    final = cache.folder(key)
     summary = {
-        "cache_key": key, "out": str(out), "tokenizer": str(tokenizer_dir),
+        "cache_key": key, "out": str(final), "tokenizer": str(tokenizer_dir),
         "inputs": len(files) + len(skipped), "viewed": totals["viewed"], "skipped": dict(sorted(reasons.items())),
         "documents": totals["documents"], "pairs": totals["pairs"], "tokens": totals["tokens"],
         "dropped_inside_files": dict(sorted(inner.items())), "redacted": dict(sorted(redacted.items())),
         "seconds": round(time.time() - t0, 2), "workers": workers,
     }
     assert summary["viewed"] + sum(reasons.values()) == summary["inputs"], "an input was lost"
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    (out / "DONE").write_text(key + "\n")
+    mark_done(folder, summary)
+    if cache.out is None:
+        publish(folder, final, replace=force)
+    cache.remember(key)
     return {**summary, "cached": False}
 
 
@@ -211,5 +329,5 @@ def main(args) -> int:
     print("  skipped: " + (", ".join(f"{k} {v}" for k, v in s["skipped"].items()) or "none"))
     print("  dropped inside files: " + (", ".join(f"{k} {v}" for k, v in s["dropped_inside_files"].items()) or "none"))
     print("  redacted: " + (", ".join(f"{k} {v}" for k, v in s["redacted"].items()) or "none"))
-    print(f"  -> {s['out']}/text, {s['out']}/pairs")
+    print(f"  -> {printable(s['out'])}/text, {printable(s['out'])}/pairs")
     return 0

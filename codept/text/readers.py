@@ -80,6 +80,7 @@ import re
 import shutil
 import struct
 import subprocess
+import zlib
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,11 +192,11 @@ def read_file(path: str | os.PathLike, kind: str | None = None, *, lang: str | N
         if kind == "man":
             it = _read_man(path, lang, man_timeout_s, max_bytes, data)
         elif kind == "mo":
-            it = _read_mo(path, pair_langs, max_bytes, min_src_words)
+            it = _read_mo(path, pair_langs, max_bytes, min_src_words, data)
         elif kind == "po":
-            it = _read_po(path, pair_langs, max_bytes, min_src_words)
+            it = _read_po(path, pair_langs, max_bytes, min_src_words, data)
         else:
-            text = _read_text(path, max_bytes)
+            text = _read_text(path, max_bytes, data)
             if kind == "jsonl":
                 it = _read_jsonl(path, text, lang, pair_langs)
             elif kind == "tsv":
@@ -230,8 +231,26 @@ def _doc_and_refusals(path: str, lang: str | None, body: str, refused) -> Iterat
         yield from _refusals(path, [(n, t) for r, n, t in refused if r == reason], reason, what)
 
 
-def _read_text(path: str, max_bytes: int) -> str:
-    return decode_source(read_bytes(path, max_bytes), max_bytes).replace("\r\n", "\n").replace("\r", "\n")
+def input_bytes(path: str, max_bytes: int, data: bytes | None = None) -> bytes:
+    """A file's content, ``.gz`` decompressed, at most ``max_bytes + 1`` bytes (SkipFile too_large /
+    unreadable as codept.data.sources.read_bytes). `data`: the file's bytes as read from disk by the
+    caller (prepare-text reads each input once, in its main process); None: read them here."""
+    if data is None:
+        return read_bytes(path, max_bytes)
+    if len(data) > max_bytes:
+        raise SkipFile("too_large", f"{len(data)} bytes > max_bytes={max_bytes}")
+    if not path.endswith(".gz"):
+        return data
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
+            return f.read(max_bytes + 1)
+    except (OSError, EOFError, zlib.error) as e:
+        raise SkipFile("unreadable", f"{type(e).__name__}: {e}") from e
+
+
+def _read_text(path: str, max_bytes: int, data: bytes | None = None) -> str:
+    raw = input_bytes(path, max_bytes, data)
+    return decode_source(raw, max_bytes).replace("\r\n", "\n").replace("\r", "\n")
 
 
 # -- paragraphs -----------------------------------------------------------------------------------
@@ -901,8 +920,8 @@ def _mo_entries(catalog: dict) -> Iterator[tuple[str, str]]:
         yield k, v
 
 
-def _read_mo(path: str, pair_langs, max_bytes: int, min_src_words: int) -> Iterator[Item]:
-    data = read_bytes(path, max_bytes)
+def _read_mo(path: str, pair_langs, max_bytes: int, min_src_words: int, data: bytes | None) -> Iterator[Item]:
+    data = input_bytes(path, max_bytes, data)
     try:  # gettext reports a bad magic number as OSError(0, ...), a bad charset as LookupError
         t = gettext.GNUTranslations(io.BytesIO(data))
     except (OSError, ValueError, LookupError, UnicodeDecodeError, IndexError, KeyError, struct.error) as e:
@@ -928,8 +947,11 @@ def _po_catalog(text: str):
         raise SkipFile("bad_catalog", f"polib: {msg}") from e
 
 
-def _read_po(path: str, pair_langs, max_bytes: int, min_src_words: int) -> Iterator[Item]:
-    text = _decode_po(path, _po_bytes(path, max_bytes))
+def _read_po(path: str, pair_langs, max_bytes: int, min_src_words: int, data: bytes | None) -> Iterator[Item]:
+    raw = input_bytes(path, max_bytes, data)
+    if len(raw) > max_bytes:
+        raise SkipFile("too_large", f"> max_bytes={max_bytes} after decompression")
+    text = _decode_po(path, raw)
     po = _po_catalog(text.replace("\r\n", "\n"))
     langs = catalog_langs(path, po.metadata.get("Language"), pair_langs)
     if langs is None:
@@ -940,21 +962,6 @@ def _read_po(path: str, pair_langs, max_bytes: int, min_src_words: int) -> Itera
     yield from catalog_pairs(path, pairs, langs[0], langs[1], min_src_words)
     if fuzzy:
         yield Skip(path, "fuzzy", "fuzzy entries are not reviewed translations", fuzzy)
-
-
-def _po_bytes(path: str, max_bytes: int) -> bytes:
-    try:
-        size = os.path.getsize(path)
-        if size > max_bytes:
-            raise SkipFile("too_large", f"{size} bytes > max_bytes={max_bytes}")
-        opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rb") as f:
-            data = f.read(max_bytes + 1)
-    except (OSError, EOFError) as e:
-        raise SkipFile("unreadable", f"{type(e).__name__}: {e}") from e
-    if len(data) > max_bytes:
-        raise SkipFile("too_large", f"> max_bytes={max_bytes} after decompression")
-    return data
 
 
 def _decode_po(path: str, data: bytes) -> str:
