@@ -15,7 +15,9 @@ summary); what is this recipe's own:
      codept.probe.structure on the held-out files, logged as ``structure/<task>/acc|selectivity``),
      cross-project = networkx; a cheap probe every ``probe.every`` steps is logged as
      ``eval/mrr_<lang>`` (cross-project) and ``eval/in_domain/mrr_<lang>``; the final probe compares
-     the model with BM25 and a random-init encoder (cached baselines): ``probe_mrr`` in the summary.
+     the model with BM25 and a random-init encoder (cached baselines): ``probe_mrr`` in the summary
+     (with code_doc's ``matryoshka`` sizes also ``model_d<size>``). The model's queries and codes get
+     code_doc's ``query_prefix`` / ``code_prefix`` (:func:`search_settings`).
 Overrides (one parser, codept.train.config.parse_settings): RunConfig fields (``steps=200``), model
 fields with ``model.`` (``model.layers=2``), data settings with ``data.`` (``data.mixture=mlm:2,syntax_span:1``),
 probe settings with ``probe.`` (``probe.every=0``, ``probe.project=``), validation with ``val.``
@@ -279,11 +281,23 @@ def _prepare_text(sources: str, tok_dir: Path, is_main: bool) -> str:
     return L.main_first(lambda progress: prepare_text(srcs, tokenizer_dir=tok_dir, progress=progress)["out"], is_main)
 
 
+def search_settings(job: L.Job) -> dict:
+    """What the probes take from code_doc's settings: its query / code prefixes and Matryoshka sizes
+    (codept.objectives.code_doc; none when the mixture has no code_doc)."""
+    from codept.objectives import code_doc
+
+    if "code_doc" not in {L.objective_of(k) for k, _ in job.mixture}:
+        return {}
+    cfg = code_doc.Config(**job.settings.objectives.get("code_doc", {}))
+    return {"query_prefix": cfg.query_prefix, "code_prefix": cfg.code_prefix, "dims": tuple(cfg.matryoshka)}
+
+
 def probe_scalars(job: L.Job) -> dict:
     """Cheap probe of the live model: ``eval/mrr_<lang>`` (cross-project), ``eval/<probe>/mrr_<lang>``."""
     out, pcfg, engine = {}, job.section("probe"), job.engine
     for name, probe in job.corpora.state["cheap"].items():
-        r = probe.evaluate_codept(engine.module.model, job.tokenizer, max_len=pcfg.max_len, device=engine.device)
+        r = probe.evaluate_codept(engine.module.model, job.tokenizer, max_len=pcfg.max_len, device=engine.device,
+                                  **{k: v for k, v in search_settings(job).items() if k != "dims"})
         prefix = "eval/" if name == "cross_project" else f"eval/{name}/"
         out.update({f"{prefix}mrr_{lang}": v["mrr"] for lang, v in r["by_lang"].items()})
     return out
@@ -332,8 +346,10 @@ def final(job: L.Job) -> dict:
     pcfg, engine, table = job.section("probe"), job.engine, {}
     for name, d in job.corpora.state["probe_dirs"].items():
         full = Probe.from_pairs(load_pairs(d), pcfg.pool, 0, max_queries=pcfg.final_queries)
-        ours = full.evaluate_codept(engine.module.model, job.tokenizer, max_len=pcfg.max_len, device=engine.device)
+        ours = full.evaluate_codept(engine.module.model, job.tokenizer, max_len=pcfg.max_len, device=engine.device,
+                                    **search_settings(job))
         row = {"pairs": len(full), "pool": min(pcfg.pool, len(full)), "model": round(ours["mrr"], 4)}
+        row.update({f"model_d{d}": round(r["mrr"], 4) for d, r in ours.get("by_dim", {}).items()})  # Matryoshka
         if len(ours["by_lang"]) > 1:
             row.update({f"model_{lang}": round(r["mrr"], 4) for lang, r in ours["by_lang"].items()})
         if job.is_main:

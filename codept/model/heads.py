@@ -15,7 +15,7 @@ codept.data.collate:
   MultiPointerHead  ptr.<name> (B, K, 1 + m)   src + m targets        -log P(any target) (marginal)
   EdgeHead          ptr.<name> (B, K, 3)       a pair (anchor, pos)   binary CE: 1 for (anchor, positive),
                                                or (anchor, neg)       0 for (anchor, negative)
-  ContrastiveHead   scalar.<name> (B, D)       a matched pair         symmetric in-batch InfoNCE
+  ContrastiveHead   scalar.<name> (B, D)       a matched pair         in-batch InfoNCE (symmetric by default)
   SpanBoundaryHead  ptr.sbo (B, K, 3) +        a span token           CE over the tied vocabulary from
     (sbo)           labels.mlm (B, T)                                 the span's two boundary states
 
@@ -397,8 +397,12 @@ def _data_parallel() -> bool:
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
 
 
+TEMPERATURE_SCHEDULES = ("fixed", "learned", "linear")
+MAX_LOGIT_SCALE = 100.0  # a learned 1 / temperature is clamped here (CLIP's cap: temperature >= 0.01)
+
+
 class ContrastiveHead(nn.Module):
-    """Symmetric InfoNCE between paired documents (code <-> docstring), mean-pooled.
+    """InfoNCE between paired documents (code <-> docstring), mean-pooled.
 
     Negatives: every other-side document of the micro-batch and, with ``gather=True`` (default) in a
     data-parallel run, of the same micro-step on every other rank (all-gathered in the forward; no
@@ -410,13 +414,56 @@ class ContrastiveHead(nn.Module):
     collapse the debug_cpu encoder trained from scratch (loss stuck at chance, grad norm -> 0.01 by
     step 50): nearly identical embeddings at init are pushed away from stale copies of themselves. The
     head is a collective: it runs on every micro-batch, with or without pairs (``always_forward``).
-    Cost: the (N_a x N_b) logits of the whole step's pairs on every rank (a few hundred squared)."""
+    Settings (code_doc's ``symmetric``, ``temperature*``, ``matryoshka``; codept.objectives.code_doc):
+      symmetric   True: a pair's term = the mean of query->code CE (side 0 against every side-1
+                  document) and code->query CE, each computed on its own; False: query->code only.
+      temperature ``fixed``: ``temperature``; ``learned``: a parameter log(1 / t) starting at
+                  1 / ``temperature``, 1 / t clamped at MAX_LOGIT_SCALE (CLIP); ``linear``: from
+                  ``temperature_start`` to ``temperature`` over the run (``set_progress(step /
+                  steps)``, called by codept.train.loop.train before every step: a resume sets it
+                  from the step too).
+      matryoshka  sizes d: the loss is the mean over the sizes (the full width added when not
+                  listed) of the loss on the first d dimensions, re-normalised (MRL). Accuracy
+                  (validation) is read at the full width.
+      grad_cache  negatives from every micro-batch of the optimizer step (all ranks), in the memory
+                  of one (codept.model.gradcache; codept.train.loop.train drives it).
+    Cost: the (N_a x N_b) logits of the whole step's pairs on every rank (a few hundred squared),
+    once per Matryoshka size."""
 
-    def __init__(self, model: Transformer, label: str = "pair", temperature: float = 0.05, gather: bool = True):
+    def __init__(self, model: Transformer, label: str = "pair", temperature: float = 0.05, gather: bool = True,
+                 symmetric: bool = True, temperature_schedule: str = "fixed", temperature_start: float = 0.1,
+                 matryoshka: tuple[int, ...] = (), grad_cache: bool = False):
         super().__init__()
-        if temperature <= 0:
-            raise ValueError(f"temperature={temperature} must be > 0")
+        if temperature <= 0 or temperature_start <= 0:
+            raise ValueError(f"temperature={temperature}, temperature_start={temperature_start}: must be > 0")
+        if temperature_schedule not in TEMPERATURE_SCHEDULES:
+            raise ValueError(f"temperature_schedule={temperature_schedule!r}: expected one of {TEMPERATURE_SCHEDULES}")
+        width = model.config.hidden
+        bad = [d for d in matryoshka if not 0 < int(d) <= width]
+        if bad:
+            raise ValueError(f"matryoshka sizes {bad}: each must be in [1, hidden={width}]")
         self.label, self.field, self.temperature, self.gather = label, f"scalar.{label}", temperature, gather
+        self.symmetric, self.schedule, self.temperature_start = symmetric, temperature_schedule, temperature_start
+        self.sizes = tuple(sorted({int(d) for d in matryoshka} | {width})) if matryoshka else (width,)
+        if temperature_schedule == "learned":  # (1,): see PointerHead.none
+            self.log_scale = nn.Parameter(torch.full((1,), math.log(1.0 / temperature)))
+        self.register_buffer("progress", torch.zeros(1), persistent=False)  # linear schedule: step / steps
+        self.grad_cache = grad_cache  # codept.model.gradcache: negatives = the whole optimizer step
+        self.cached = None  # GradCache's entry for the next forward (codept.model.gradcache.Cached)
+
+    def set_progress(self, fraction: float) -> None:
+        """Where the run is (step / steps): the linear temperature schedule reads it."""
+        self.progress.fill_(min(max(float(fraction), 0.0), 1.0))
+
+    def current_temperature(self) -> torch.Tensor | float:
+        """The temperature now: a float when fixed (logits / t exactly as before the settings), else
+        a (1,) float32 (float64 in a float64 model) tensor (a function of the parameter when learned)."""
+        wide = lambda x: x.to(torch.promote_types(x.dtype, torch.float32))  # noqa: E731 (float64 stays)
+        if self.schedule == "learned":
+            return (-wide(self.log_scale).clamp(max=math.log(MAX_LOGIT_SCALE))).exp()
+        if self.schedule == "linear":
+            return self.temperature_start + (self.temperature - self.temperature_start) * wide(self.progress)
+        return self.temperature
 
     @property
     def always_forward(self) -> bool:
@@ -431,7 +478,8 @@ class ContrastiveHead(nn.Module):
         return int(torch.isin(pair[side == 0], pair[side == 1]).sum())
 
     def embed(self, hidden: torch.Tensor, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
-        """(M, C) L2-normalised float32 mean-pooled documents that carry a key, and their keys (M,)."""
+        """(M, C) L2-normalised mean-pooled documents that carry a key (float32, or float64 for a float64
+        model: the exactness tests), and their keys (M,)."""
         if self.field not in batch:
             return hidden.new_zeros((0, hidden.shape[-1]), dtype=torch.float32), \
                 torch.zeros(0, dtype=torch.long, device=hidden.device)
@@ -442,10 +490,34 @@ class ContrastiveHead(nn.Module):
         count = member.sum(1)  # (B, D)
         pooled = member.transpose(1, 2) @ hidden / count.clamp(min=1)[..., None]  # (B, D, C)
         ok = (keys != IGNORE) & (count > 0)
-        return F.normalize(pooled[ok].float(), dim=-1), keys[ok]
+        return F.normalize(pooled[ok].to(torch.promote_types(pooled.dtype, torch.float32)), dim=-1), keys[ok]
 
     def forward(self, hidden: torch.Tensor, batch: dict, metrics: bool = False):
         z, key = self.embed(hidden, batch)
+        if self.cached is not None and not metrics:  # GradCache's second pass (codept.model.gradcache)
+            return self._cached(z, key)
+        return self.score(z, key, metrics, keep=hidden)
+
+    def _cached(self, z: torch.Tensor, key: torch.Tensor):
+        """The loss of a micro-batch whose gradient GradCache computed over the whole step: value
+        ``cached.value``, gradient sum(z * cached.grad) (+ the head's own parameters' cached gradient)."""
+        c, self.cached = self.cached, None
+        if c.grad.shape != z.shape:
+            raise ValueError(f"GradCache: cached gradient {tuple(c.grad.shape)} for embeddings {tuple(z.shape)}: "
+                             "the second pass must see the micro-batches of prepare(), in order")
+        surrogate = (z * c.grad).sum()
+        for p, g in zip(self.parameters(), c.param_grads):
+            if g is not None:
+                surrogate = surrogate + (p * g).sum()
+        side, pair = key % 2, key // 2
+        n = torch.isin(pair[side == 0], pair[side == 1]).sum()  # this micro-batch's pairs (count())
+        return surrogate + (c.value - surrogate).detach(), n
+
+    def score(self, z: torch.Tensor, key: torch.Tensor, metrics: bool = False, keep: torch.Tensor | None = None):
+        """(loss_sum, n) or Metrics of embeddings ``z`` (M, C), L2-normalised, with keys (M,): the
+        head after pooling (``forward`` = embed + score; GradCache calls it on a whole step's
+        embeddings). ``keep``: a tensor a graph-connected zero is built from (default z)."""
+        keep = z if keep is None else keep
         m, off = len(key), 0
         if self.gather and _data_parallel():
             z, key, off = _gather_rows(z, key)
@@ -459,15 +531,34 @@ class ContrastiveHead(nn.Module):
         ia, ib = match.nonzero(as_tuple=True)  # every rank's matched pairs (both sides in one row)
         own = mine[side == 0][ia]  # the pairs of this rank
         n = own.sum()
+        t = self.current_temperature()
+        if torch.is_tensor(t) and len(key) != m:  # learned / scheduled, other ranks' pairs here: the
+            # temperature's gradient through this rank's pairs only (summed over ranks: once per pair,
+            # like the encoder's), its value the same for every pair
+            t = torch.where(own, t, t.detach())[:, None]  # (P, 1)
         if len(ia) == 0:
-            loss = _zero_loss(hidden, z)
+            loss = _zero_loss(keep, z, *self.parameters())
             return Metrics(loss, n, torch.zeros_like(n), 2 * n) if metrics else (loss, n)
-        ab, ba = a[ia] @ b.T / self.temperature, b[ib] @ a.T / self.temperature  # (P, Nb), (P, Na)
-        terms = (F.cross_entropy(ab, ib, reduction="none") + F.cross_entropy(ba, ia, reduction="none")) / 2
-        if metrics:  # top-1 retrieval of the partner, both directions, this rank's pairs
+        terms = torch.stack([self.terms(a, b, ia, ib, t, d) for d in self.sizes]).mean(0)  # (P,)
+        if metrics:  # top-1 retrieval of the partner, both directions, this rank's pairs (full width)
+            ab, ba = a[ia] @ b.T, b[ib] @ a.T
             hit = ((ab.argmax(-1) == ib) & own).sum() + ((ba.argmax(-1) == ia) & own).sum()
-            return Metrics(self._value(terms, own, len(key) == m, hidden), n, hit, 2 * n)
-        return self._value(terms, own, len(key) == m, hidden), n
+            return Metrics(self._value(terms, own, len(key) == m, keep), n, hit, 2 * n)
+        return self._value(terms, own, len(key) == m, keep), n
+
+    def terms(self, a: torch.Tensor, b: torch.Tensor, ia: torch.Tensor, ib: torch.Tensor, t,
+              d: int | None = None) -> torch.Tensor:
+        """(P,) loss of each matched pair (ia[p], ib[p]) of side-0 rows ``a`` (Na, C) against side-1 rows
+        ``b`` (Nb, C), L2-normalised, on their first ``d`` dimensions (re-normalised; None = all):
+        query->code CE, averaged with code->query CE when symmetric."""
+        if d is not None and d < a.shape[1]:
+            a, b = F.normalize(a[:, :d], dim=-1), F.normalize(b[:, :d], dim=-1)
+        ab = a[ia] @ b.T / t  # (P, Nb): each query against every code
+        out = F.cross_entropy(ab, ib, reduction="none")
+        if not self.symmetric:
+            return out
+        ba = b[ib] @ a.T / t  # (P, Na): each code against every query
+        return (out + F.cross_entropy(ba, ia, reduction="none")) / 2
 
     @staticmethod
     def _value(terms: torch.Tensor, own: torch.Tensor, local: bool, hidden: torch.Tensor) -> torch.Tensor:

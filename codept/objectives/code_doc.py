@@ -41,7 +41,16 @@
    another definition of the same file, and this definition's code side with that definition's
    name in place of its own (the study's hard negatives: a near-identical function is not a match).
    Needs another documented definition in the file; without one the pair has no negatives.
-6. Optional MLM on the code part (``mlm_rate`` > 0: select.random_tokens + render.bert_80_10_10,
+6. Prefixes (``query_prefix`` / ``code_prefix``, "" by default): the prefix's tokens (encoded once at
+   build time, Vocab.encode) open every doc / code side, negatives included, inside the side's cut
+   (prefix + the first max_doc_tokens - len(prefix) tokens). The probes (codept.probe.run:
+   prefix + text as one string, then the cut) and the sentence-transformers export (its prompts)
+   apply the same strings; where BPE merges across the join, the training ids (prefix alone, then
+   the file's tokens) can differ from the probe's at that one boundary token. With prefixes the
+   per-pair path serves (the default path has none). The loss settings (``symmetric``,
+   ``temperature``, ``temperature_schedule``, ``temperature_start``, ``matryoshka``) configure the
+   contrastive head (:func:`head_options`, codept.model.heads.ContrastiveHead).
+7. Optional MLM on the code part (``mlm_rate`` > 0: select.random_tokens + render.bert_80_10_10,
    labels ``mlm``, IGNORE on the doc part). Off by default: no ``mlm`` labels at all.
 Cost: O(F + the kept tokens) NumPy work per document, no string work (with the field; a regex pass
 per doc otherwise), one Example per group (benchmarks/bench_code_objectives.py). The default path
@@ -75,6 +84,7 @@ from codept.structure.summary import SUMMARY_CAP, summary_tokens  # noqa: F401 (
 PID_BITS = 62  # 2 * pid + 1 < 2**63: the pair keys fit int64
 _UNIT_PATH = False  # tests: True makes the default path build per-pair units too (the reference of the fast path)
 DOC_MODES = ("summary", "raw")
+TEMPERATURE_SCHEDULES = ("fixed", "learned", "linear")  # codept.model.heads.TEMPERATURE_SCHEDULES (a test pins them equal)
 
 
 @dataclass(frozen=True)
@@ -87,6 +97,15 @@ class Config:
     pairs: int = 0  # pairs per read of a file: 0 = every eligible definition (a list); 1 = one pair
     hard_negatives: bool = False  # add another definition's doc and this code with another's name
     max_tokens: int = 256  # pairs of one read grouped into Examples of at most this many tokens; 0 = one per pair
+    # search settings (docs/search.md): prefixes in training, probes and the sentence-transformers export
+    query_prefix: str = ""  # prepended to the doc side (a query), e.g. "query: "; its tokens count in max_doc_tokens
+    code_prefix: str = ""  # prepended to the code side (and the negative code), e.g. "code: "; counts in max_code_tokens
+    # the contrastive head's loss (codept.model.heads.ContrastiveHead)
+    symmetric: bool = True  # mean of query->code and code->query InfoNCE; False = query->code only
+    temperature: float = 0.05  # the (final) temperature
+    temperature_schedule: str = "fixed"  # fixed | learned (1/t a parameter, from 1/temperature) | linear
+    temperature_start: float = 0.1  # linear: the temperature at step 0, moved linearly to `temperature`
+    matryoshka: tuple[int, ...] = ()  # embedding sizes: loss = mean over them (+ the full width); probe MRR per size
     whole_in_row: ClassVar[bool] = True  # a group is packed whole: recipes check max_tokens <= seq_len
     default_row_share: ClassVar[float] = 0.5  # unless given, recipes lower max_tokens to seq_len / 2
 
@@ -114,9 +133,29 @@ class Config:
             raise ValueError(f"code_doc max_tokens={self.max_tokens}: must be >= 0 (0 = one Example per pair)")
         if self.pairs < 0:
             raise ValueError(f"code_doc pairs={self.pairs}: must be >= 0 (0 = every documented definition)")
+        if not (self.temperature > 0 and self.temperature_start > 0):
+            raise ValueError(f"code_doc temperature={self.temperature}, temperature_start={self.temperature_start}: "
+                             "both must be > 0")
+        if self.temperature_schedule not in TEMPERATURE_SCHEDULES:
+            raise ValueError(f"code_doc temperature_schedule={self.temperature_schedule!r}: expected one of "
+                             f"{TEMPERATURE_SCHEDULES}")
+        sizes = list(self.matryoshka)
+        if any(not isinstance(d, int) or isinstance(d, bool) or d < 1 for d in sizes) or len(set(sizes)) != len(sizes):
+            raise ValueError(f"code_doc matryoshka={self.matryoshka!r}: distinct integer sizes >= 1 expected "
+                             "(each at most the model's hidden width)")
+        for name in ("query_prefix", "code_prefix"):
+            if not isinstance(getattr(self, name), str):
+                raise ValueError(f"code_doc {name}={getattr(self, name)!r}: must be a string")
         unknown = [k for k in self.kinds if k not in DEFINITION_KINDS]
         if unknown or not self.kinds:
             raise ValueError(f"code_doc kinds {list(self.kinds)}: each must be one of {list(DEFINITION_KINDS)}")
+
+
+def head_options(cfg: Config) -> dict[str, dict]:
+    """The contrastive head's settings from the objective's (codept.train.loop.build_model passes them)."""
+    return {"contrastive": {"symmetric": cfg.symmetric, "temperature": cfg.temperature,
+                            "temperature_schedule": cfg.temperature_schedule,
+                            "temperature_start": cfg.temperature_start, "matryoshka": tuple(cfg.matryoshka)}}
 
 
 def prefixes_of(settings: dict) -> tuple[str, str]:
@@ -192,7 +231,20 @@ def _as_example(group: list[_Unit]) -> Example:
 def build(vocab: render.Vocab, cfg: Config = Config()):
     kind_ids = np.array([DEFINITION_KINDS.index(k) for k in cfg.kinds], dtype=np.int64)
     from_view = cfg.doc == "summary" and cfg.max_doc_tokens <= SUMMARY_CAP  # the view's summaries field serves
-    fast = from_view and cfg.mlm_rate == 0 and not cfg.hard_negatives and not _UNIT_PATH  # _fast_examples serves
+    none = np.zeros(0, dtype=np.int32)
+    qp = vocab.encode(cfg.query_prefix, "objective.code_doc.query_prefix") if cfg.query_prefix else none
+    cp = vocab.encode(cfg.code_prefix, "objective.code_doc.code_prefix") if cfg.code_prefix else none
+    for name, ids, cap in (("query_prefix", qp, "max_doc_tokens"), ("code_prefix", cp, "max_code_tokens")):
+        if len(ids) >= getattr(cfg, cap):
+            raise ValueError(f"code_doc {name}={getattr(cfg, name)!r} is {len(ids)} tokens, and {cap}="
+                             f"{getattr(cfg, cap)} must leave room for text after it")
+    prefixed = bool(len(qp) or len(cp))
+    fast = from_view and cfg.mlm_rate == 0 and not cfg.hard_negatives and not prefixed and not _UNIT_PATH  # _fast_examples serves
+
+    def with_prefix(ids: np.ndarray, text: np.ndarray, cap: int) -> np.ndarray:
+        """The prefix's ids, then the text's first tokens: at most ``cap`` in all (the probe and the
+        sentence-transformers export cut ``prefix + text`` the same way)."""
+        return np.concatenate([ids, text[: cap - len(ids)]]).astype(text.dtype, copy=False) if len(ids) else text
 
     def code_doc(view, rng: np.random.Generator, ctx=None) -> Example | list[Example] | None:
         funcs = np.asarray(view.functions)
@@ -329,12 +381,14 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
 
     def _pair(view, funcs, row: int, doc: np.ndarray, pid: int, rng) -> _Unit:
         code = _code_side(view, funcs, row)
+        doc = with_prefix(qp, doc, cfg.max_doc_tokens)
         mlm = None
         if cfg.mlm_rate > 0:
             chosen = select.random_tokens(vocab.candidates(code), cfg.mlm_rate, rng)
             code, lab = render.bert_80_10_10(code, render.tokens_as_units(chosen), vocab, rng)
+            lab = with_prefix(np.full(len(cp), IGNORE, dtype=lab.dtype), lab, cfg.max_code_tokens)  # prefix: no label
             mlm = [np.full(len(doc), IGNORE, dtype=np.int32), lab]
-        return _Unit([doc, code], [2 * pid, 2 * pid + 1], mlm)
+        return _Unit([doc, with_prefix(cp, code, cfg.max_code_tokens)], [2 * pid, 2 * pid + 1], mlm)
 
     def _with_negatives(view, funcs, row: int, u: _Unit, docs: dict, rng) -> _Unit:
         """`u` plus up to two unmatched parts in its row (fresh pair ids, so the contrastive head
@@ -347,8 +401,8 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         other = others[int(rng.integers(len(others)))]
         ids = np.asarray(view.input_ids)
         _, _, _, ns, ne, _, _ = funcs[other].tolist()
-        neg_doc = docs[other]
-        neg_code = _code_side(view, funcs, row, ids[ns:ne])
+        neg_doc = with_prefix(qp, docs[other], cfg.max_doc_tokens)
+        neg_code = with_prefix(cp, _code_side(view, funcs, row, ids[ns:ne]), cfg.max_code_tokens)
         mlm = u.mlm and [*u.mlm, np.full(len(neg_doc) + len(neg_code), IGNORE, np.int32)]  # negatives: no MLM labels
         q, r = (int(x) for x in rng.integers(0, 2**PID_BITS, size=2, dtype=np.int64))
         return _Unit([*u.sides, neg_doc, neg_code], [*u.keys, 2 * q, 2 * r + 1], mlm)
@@ -357,4 +411,4 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
 
 
 # its optional MLM on the code side (mlm_rate > 0) also feeds "mlm" when that head is built for another objective
-OBJECTIVE = Objective("code_doc", build, Config, heads=("contrastive",), views=("code",))
+OBJECTIVE = Objective("code_doc", build, Config, heads=("contrastive",), views=("code",), head_options=head_options)

@@ -53,6 +53,9 @@ class Vocab:
     roles: tuple[tuple[str, int], ...] = ()  # (role, id) of ROLE_TOKENS found: cls, sep, bos, eos, unk, sop, eop
     sentinel_ids: tuple[int, ...] = ()  # T5-style sentinels in order (<sentinel_0>, ... / <extra_id_0>, ...)
     lang_tags: tuple[tuple[str, int], ...] = ()  # (language, id) of every <lang_X> tag
+    # the tokenizers.Tokenizer (from_tokenizer): encodes a setting's text once at build time (code_doc's
+    # prefixes); never used per example, not compared (two Vocabs of one vocabulary are equal)
+    tokenizer: object = field(default=None, repr=False, compare=False)
     _roles: dict = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -62,6 +65,14 @@ class Vocab:
         if bad:
             raise ValueError(f"Vocab: ids {bad[:5]} outside [0, {self.size})")
         object.__setattr__(self, "_roles", dict(self.roles))
+
+    def encode(self, text: str, what: str = "text") -> np.ndarray:
+        """(n,) int32 ids of ``text`` without framing tokens (special tokens spelled in it stay text);
+        ValueError naming ``what`` when this Vocab was built without a tokenizer."""
+        if self.tokenizer is None:
+            raise ValueError(f"{what}={text!r} needs the tokenizer, and this Vocab has none (build it with "
+                             "Vocab.from_tokenizer)")
+        return np.asarray(self.tokenizer.encode(text, add_special_tokens=False).ids, dtype=np.int32)
 
     def id_of(self, role: str) -> int:
         """The id of a special role (``cls``, ``sep``, ``bos``, ``eos``, ``unk``, ``sop``, ``eop``);
@@ -108,7 +119,7 @@ class Vocab:
         sentinels = sorted((int(m.group(1)), i) for t, i in special_text.items() if (m := _SENTINEL.fullmatch(t)))
         langs = tuple(sorted((m.group(1), i) for t, i in special_text.items() if (m := _LANG_TAG.fullmatch(t))))
         return cls(size=tok.get_vocab_size(), special_ids=specials, mask_id=mask, pad_id=pad, roles=roles,
-                   sentinel_ids=tuple(i for _, i in sentinels), lang_tags=langs)
+                   sentinel_ids=tuple(i for _, i in sentinels), lang_tags=langs, tokenizer=tok)
 
     @cached_property
     def is_special(self) -> np.ndarray:

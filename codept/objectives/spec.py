@@ -25,6 +25,7 @@ class Objective:
     views: tuple[str, ...]  # the view kinds it reads; a recipe refuses a corpus of another kind
     loss_weights: Mapping[str, float] = field(default_factory=dict)  # default ``loss.<head>`` weights
     model: Mapping[str, Any] = field(default_factory=dict)  # model settings its batches need
+    head_options: Callable | None = None  # Config -> {head: {option: value}}: its settings that build its heads
 
     def __post_init__(self):
         for what in ("heads", "views"):

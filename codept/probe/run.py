@@ -463,20 +463,30 @@ class Probe:
             per[lang] = {**M.summarize(r), "pool_size": int(min(len(self.langs[lang]), self.pool_size))}
         return {**_overall(per), "by_lang": per}
 
-    def evaluate_embeddings(self, q_emb, c_emb) -> dict:
-        """q_emb, c_emb (N, C) in pair order (any float array / tensor); cosine similarity."""
+    def evaluate_embeddings(self, q_emb, c_emb, dims: Sequence[int] = ()) -> dict:
+        """q_emb, c_emb (N, C) in pair order (any float array / tensor); cosine similarity. ``dims``
+        (Matryoshka sizes): also the metrics on the first d dimensions, re-normalised, as ``by_dim``
+        {d: {mrr, r1, r5, r10, n_queries}} (ValueError for a size outside [1, C])."""
         q, c = (_l2(np.asarray(x.detach().float().cpu() if hasattr(x, "detach") else x)) for x in (q_emb, c_emb))
         if q.shape[0] != len(self) or c.shape[0] != len(self):
             raise ValueError(f"embeddings {q.shape} / {c.shape} for {len(self)} pairs")
-        return self.evaluate_scores(dense_scorer(q, c))
+        out = self.evaluate_scores(dense_scorer(q, c))
+        bad = [d for d in dims if not 0 < d <= q.shape[1]]
+        if bad:
+            raise ValueError(f"Matryoshka sizes {bad}: each must be in [1, {q.shape[1]}] (the embedding width)")
+        if dims:
+            out["by_dim"] = {int(d): {k: v for k, v in self.evaluate_scores(dense_scorer(_l2(q[:, :d]), _l2(c[:, :d]))).items()
+                                      if k != "by_lang"} for d in dims}
+        return out
 
     def evaluate_codept(self, model, tokenizer, max_len: int = 256, query_max_len: int = 64,
-                        batch_size: int = 64, device=None, query_prefix: str = "", code_prefix: str = "") -> dict:
+                        batch_size: int = 64, device=None, query_prefix: str = "", code_prefix: str = "",
+                        dims: Sequence[int] = ()) -> dict:
         """Embed with a live codept model (:func:`embed_with_codept`, the prefixes code_doc trains with)
-        and evaluate."""
+        and evaluate (``dims``: :meth:`evaluate_embeddings`)."""
         q = embed_with_codept(model, tokenizer, self.queries, query_max_len, batch_size, device, prefix=query_prefix)
         c = embed_with_codept(model, tokenizer, self.codes, max_len, batch_size, device, prefix=code_prefix)
-        return self.evaluate_embeddings(q, c)
+        return self.evaluate_embeddings(q, c, dims)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -447,6 +447,9 @@ def train(engine, stream, run: RunConfig, *, start: int, heads: list[str], weigh
     set_horizon(stream, run.steps * k * run.micro_batch_rows)
     tokens = 0
     for step in range(start, run.steps):
+        for head in engine.module.heads.values():  # schedules that read the step (contrastive temperature)
+            if hasattr(head, "set_progress"):
+                head.set_progress(step / max(run.steps, 1))
         micro = [collate([next(stream) for _ in range(run.micro_batch_rows)]) for _ in range(k)]
         tokens += sum(int((b["segment_ids"] > 0).sum()) for b in micro)
         scalars = _engine().train_step(engine, micro, _forward, heads=heads, weights=weights,
@@ -694,6 +697,18 @@ def parse_args(recipe: Recipe, argv: list[str]):
     return ap.parse_intermixed_args(argv)  # key=value items may come before and after --preset
 
 
+def head_options(mixture, objective_settings: dict) -> dict[str, dict]:
+    """{head: options} the mixture's objectives give their heads from their settings
+    (codept.objectives.spec.Objective.head_options: code_doc -> the contrastive head's loss settings)."""
+    out: dict[str, dict] = {}
+    for name in sorted({objective_of(k) for k, _ in mixture}):
+        obj = OBJECTIVES[name]
+        if obj.head_options is not None:
+            for head, opts in obj.head_options(obj.config(**objective_settings.get(name, {}))).items():
+                out.setdefault(head, {}).update(opts)
+    return out
+
+
 def build_model(job: Job):
     """(Pretrainer, ModelConfig, whether a pretrained MLM head was loaded): a fresh transformer of the
     run's ModelConfig, or the --init-from folder's weights (its shape; the run's dropout, attention
@@ -708,7 +723,8 @@ def build_model(job: Job):
 
         keep = {k: getattr(job.model_cfg, k) for k in ("dropout", "attention_dropout", "attention", "checkpointing")}
         model, model_cfg = init_from(job.init_dir, **keep)
-    net = Pretrainer(model, {h: build_head(h, model) for h in job.heads})
+    options = head_options(job.mixture, job.settings.objectives)
+    net = Pretrainer(model, {h: build_head(h, model, **options.get(h, {})) for h in job.heads})
     loaded = False
     if job.init_dir is not None and "mlm" in net.heads:
         from codept.model.hf import load_mlm_head
