@@ -237,6 +237,16 @@ def build_parser() -> argparse.ArgumentParser:
     px.add_argument("--user-dict", type=existing_file, help="jieba user dictionary for Chinese word boundaries")
     px.add_argument("--min-src-words", type=int_at_least(0), default=3,
                     help="drop pairs whose source side has fewer words (default 3)")
+    px.add_argument("--max-bytes", type=int_at_least(1), default=8_000_000,
+                    help="the largest document or catalog file, and the longest jsonl/TSV line, in bytes; "
+                         "larger ones are counted skips too_large (default 8,000,000; a jsonl/TSV file "
+                         "itself has no size limit: it is read in chunks of whole lines)")
+    px.add_argument("--rst-line-limit", type=int_at_least(1), default=10_000, metavar="CHARS",
+                    help="reST lines longer than this are kept as plain text, not parsed (docutils' parse "
+                         "is quadratic in a line's inline markup); counted as long_line_unparsed "
+                         "(default 10,000)")
+    px.add_argument("--timeout", type=positive_float, default=120.0,
+                    help="seconds per file (per chunk of a jsonl/TSV file) before it is skipped (default 120)")
     px.add_argument("--no-redact", action="store_true", help="keep secrets/PII (default: redact them)")
     px.add_argument("--workers", type=int_at_least(0), default=0, help="worker processes (default 0: all cores)")
     px.add_argument("--force", action="store_true", help="rebuild even when the cache is complete")

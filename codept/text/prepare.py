@@ -32,14 +32,17 @@ Not covered: dedup of text documents, sharding across machines.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
 import sys
 import time
+import zlib
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Iterator
 
 from codept import __version__
 from codept.data.redact import redact
@@ -72,10 +75,23 @@ class TextConfig:
     pair_langs: tuple[str, str] | None = None  # (src, tgt) for pair files that do not name them
     user_dict: str | None = None  # jieba user dictionary for Chinese word boundaries
     min_src_words: int = 3  # parallel pairs with fewer source words are dropped (counted)
-    max_bytes: int = 8_000_000
+    max_bytes: int = 8_000_000  # the largest document / catalog file and the longest jsonl or TSV line
+    # (a pair file has no size limit: it is read in chunks of whole lines, CHUNK_BYTES each)
+    rst_line_limit: int = 10_000  # reST lines longer than this are kept as plain text, unparsed
     redact: bool = True
-    timeout: float = 120.0  # per file, enforced by killing the worker
+    timeout: float = 120.0  # per file (per chunk of a pair file), enforced by killing the worker
     workers: int = 0
+
+    def __post_init__(self):
+        for name, low in (("min_src_words", 0), ("max_bytes", 1), ("rst_line_limit", 1), ("workers", 0)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise ValueError(f"{name}={v!r} must be an integer >= {low}")
+        if not (isinstance(self.timeout, (int, float)) and self.timeout > 0):
+            raise ValueError(f"timeout={self.timeout!r} must be a number of seconds > 0")
+
+
+CHUNK_BYTES = 4 << 20  # a jsonl / TSV file goes to the workers in chunks of whole lines of about this size
 
 
 def _init(tokenizer_dir: str, cfg: dict):
@@ -86,18 +102,23 @@ def _init(tokenizer_dir: str, cfg: dict):
 
 
 def _one_file(state, item):
-    """Worker: one (path, kind, bytes read by the main process) -> (text records, pair records, skip
-    counts, redaction counts)."""
+    """Worker: one (path, kind, bytes read by the main process, first line of a chunk or None, lines
+    over max_bytes the main process cut out) -> (text records, pair records, skip counts, redaction
+    counts). Paths in the views are printable (a name that is not UTF-8 as ``bad\\xffname``)."""
     tok, cfg = state
-    path, kind, data = item
+    path, kind, data, first_line, overlong = item
     texts, pairs = [], []
     skips: Counter = Counter()
+    if overlong:
+        skips["too_large"] += overlong
     redacted: Counter = Counter()
     for doc in read_file(path, kind, lang=cfg.lang, pair_langs=cfg.pair_langs, max_bytes=cfg.max_bytes,
-                         min_src_words=cfg.min_src_words, data=data):
+                         min_src_words=cfg.min_src_words, rst_line_limit=cfg.rst_line_limit, data=data,
+                         first_line=first_line):
         if isinstance(doc, Skip):
             skips[doc.reason] += doc.count
             continue
+        doc = replace(doc, path=printable(doc.path))
         if cfg.redact:
             if isinstance(doc, TextDoc):
                 text, c = redact(doc.text)
@@ -152,6 +173,43 @@ def _read(path: str, max_bytes: int) -> tuple[bytes | None, tuple[str, str] | No
     return raw, (("too_large", f"{size} bytes > max_bytes={max_bytes}") if size > max_bytes else None)
 
 
+def _line_chunks(path: str, chunk_bytes: int, max_line: int) -> Iterator[tuple[int, bytes, int, bool]]:
+    """A jsonl / TSV file (``.gz`` decompressed) read once, in blocks, as chunks of whole lines:
+    (lines before the chunk, its bytes, lines over `max_line` cut out of it, last chunk?). An over-long
+    line is never held whole: it becomes an empty line (counted) and the rest of it is read past.
+    At least one chunk per file (an empty file: one empty chunk)."""
+    opener = gzip.open if path.endswith(".gz") else open
+    buf, overlong, skipping, line0 = bytearray(), 0, False, 0
+    ready: tuple | None = None
+    with opener(path, "rb") as f:
+        while block := f.read(chunk_bytes):
+            if skipping:
+                nl = block.find(b"\n")
+                if nl < 0:
+                    continue
+                block, skipping = block[nl + 1:], False
+            buf += block
+            last = buf.rfind(b"\n")
+            if len(buf) - (last + 1) > max_line:  # an unfinished line already over the limit
+                del buf[last + 1:]
+                buf += b"\n"
+                overlong, skipping, last = overlong + 1, True, len(buf) - 1
+            if last + 1 >= chunk_bytes:
+                if ready is not None:
+                    yield (*ready, False)
+                ready = (line0, bytes(buf[: last + 1]).removesuffix(b"\n"), overlong)
+                line0 += buf.count(b"\n", 0, last + 1)
+                del buf[: last + 1]
+                overlong = 0
+    if buf or ready is None:
+        if len(buf) > max_line:
+            buf, overlong = bytearray(), overlong + 1
+        if ready is not None:
+            yield (*ready, False)
+        ready = (line0, bytes(buf).removesuffix(b"\n"), overlong)
+    yield (*ready, True)
+
+
 class _Planner:
     """The main process's part, input by input in path order: read once, hash into the content key."""
 
@@ -161,14 +219,26 @@ class _Planner:
     def key(self) -> str:
         return self.h.hexdigest()[:20]
 
-    def take(self, path: str, kind: str) -> tuple[str, object]:
-        """-> ('settled', (reason, detail)) or ('view', (path, kind, bytes))."""
-        raw, refused = _read(path, self.cfg.max_bytes)
+    def take(self, path: str, kind: str) -> Iterator[tuple[str, object, bool]]:
+        """The parts of one input: ('settled', (reason, detail), last) or ('view', worker item, last).
+        A document or catalog is one part (its bytes, at most max_bytes + 1); a jsonl / TSV file is
+        one part per chunk of whole lines (no size limit)."""
         self.h.update(key_bytes(f"{path}\0{kind}\0"))
+        if kind in ("jsonl", "tsv"):
+            try:
+                for line0, data, overlong, last in _line_chunks(path, CHUNK_BYTES, self.cfg.max_bytes):
+                    self.h.update(hashlib.sha256(data).digest() + f"{line0} {overlong}".encode())
+                    yield "view", (path, kind, data, line0, overlong), last
+            except (OSError, EOFError, zlib.error) as e:
+                self.h.update(b"unreadable")
+                yield "settled", ("unreadable", f"{type(e).__name__}: {e}"), True
+            return
+        raw, refused = _read(path, self.cfg.max_bytes)
         self.h.update(hashlib.sha256(raw).digest() if raw is not None else b"unreadable")
         if refused is not None:
-            return "settled", refused
-        return "view", (path, kind, raw)
+            yield "settled", refused, True
+        else:
+            yield "view", (path, kind, raw, None, 0), True
 
     def skips(self, skipped: list[Skip]) -> None:
         for s in skipped:
@@ -210,7 +280,8 @@ def _hash_hit(files, skipped, cfg: TextConfig, settings, cache: JobCache) -> dic
         return None
     planner = _Planner(cfg, settings)
     for path, kind in files:
-        planner.take(path, kind)
+        for _ in planner.take(path, kind):
+            pass
     planner.skips(skipped)
     key = planner.key()
     hit = served(cache.folder(key), key)
@@ -231,8 +302,9 @@ def _build(files, skipped, cfg: TextConfig, settings, cache: JobCache, tokenizer
                "pairs": ShardWriter(folder / "pairs", PAIR_ARROW_SCHEMA)}
     workers = cfg.workers or os.cpu_count() or 1
     planner = _Planner(cfg, settings)
-    results: dict[int, tuple] = {}
-    sent: list[int] = []  # file index of every item handed to the workers, in order
+    results: dict[int, tuple] = {}  # part index -> result, until its turn in input order
+    parts: list[tuple[int, bool]] = []  # part index -> (file index, last part of its file?)
+    sent: list[int] = []  # part index of every item handed to the workers, in order
     totals: Counter = Counter()
     reasons: Counter = Counter()
     inner: Counter = Counter()
@@ -243,42 +315,64 @@ def _build(files, skipped, cfg: TextConfig, settings, cache: JobCache, tokenizer
     for s in skipped:
         manifest.write(json.dumps({"path": s.path, "status": "skipped", "reason": s.reason, "detail": s.detail}) + "\n")
         reasons[s.reason] += 1
+    acc: dict = {}  # the file being settled: its counts over its parts so far
 
-    def settle(i: int, res) -> None:
-        path, kind = files[i]
-        row = {"path": path, "kind": kind}
+    def settle(p: int, res) -> None:
+        """Part p's result; the file's manifest row when its last part is settled."""
+        i, last = parts[p]
+        a = acc.setdefault("row", {"documents": 0, "pairs": 0, "dropped": Counter(), "redacted": Counter(),
+                                   "failed": []})
         if res[0] == "ok":
             texts, pairs, skips, red = res[1]
             for r in texts:
                 writers["text"].write(r)
             for r in pairs:
                 writers["pairs"].write(r)
-            totals["documents"] += len(texts)
-            totals["pairs"] += len(pairs)
+            a["documents"] += len(texts)
+            a["pairs"] += len(pairs)
             totals["tokens"] += sum(len(r["input_ids"]) for r in texts)
             totals["tokens"] += sum(len(r["src_input_ids"]) + len(r["tgt_input_ids"]) for r in pairs)
-            inner.update(skips)
+            a["dropped"].update(skips)
+            a["redacted"].update(red)
+        else:  # a refused input, or a part whose worker hung, crashed or raised
+            a["failed"].append((res[1], res[2]))
+        if not last:
+            return
+        acc.clear()
+        path, kind = files[i]
+        row = {"path": path, "kind": kind}
+        if a["failed"] and (len(a["failed"]) > 1 or a["documents"] or a["pairs"] or a["dropped"]):
+            for reason, _ in a["failed"]:  # a chunk of a pair file lost: counted inside the file
+                a["dropped"][f"chunk_{reason}"] += 1
+            a["failed"] = []
+        if a["failed"]:
+            (reason, detail), = a["failed"]
+            row.update(status="skipped", reason=reason, detail=detail)
+            reasons[reason] += 1
+        else:
+            dropped, red = dict(sorted(a["dropped"].items())), dict(sorted(a["redacted"].items()))
+            row.update(status="viewed", documents=a["documents"], pairs=a["pairs"], dropped=dropped, redacted=red)
+            inner.update(dropped)
             redacted.update(red)
-            row.update(status="viewed", documents=len(texts), pairs=len(pairs), dropped=skips, redacted=red)
-            if not texts and not pairs:
+            totals["documents"] += a["documents"]
+            totals["pairs"] += a["pairs"]
+            if not a["documents"] and not a["pairs"]:
                 row.update(status="skipped", reason="no_documents")
                 reasons["no_documents"] += 1
             else:
                 totals["viewed"] += 1
-        else:
-            row.update(status="skipped", reason=res[1], detail=res[2])
-            reasons[res[1]] += 1
         manifest.write(json.dumps(row) + "\n")
         bar(1)
 
     def work():
         for i, (path, kind) in enumerate(files):
-            what, value = planner.take(path, kind)
-            if what == "settled":
-                results[i] = ("skip", *value)
-            else:
-                sent.append(i)
-                yield value
+            for what, value, last in planner.take(path, kind):
+                parts.append((i, last))
+                if what == "settled":
+                    results[len(parts) - 1] = ("skip", *value)
+                else:
+                    sent.append(len(parts) - 1)
+                    yield value
 
     def drain() -> None:
         nonlocal nxt
@@ -314,9 +408,14 @@ def _build(files, skipped, cfg: TextConfig, settings, cache: JobCache, tokenizer
 
 
 def main(args) -> int:
-    cfg = TextConfig(lang=args.lang, pair_langs=tuple(args.pair_langs) if args.pair_langs else None,
-                     user_dict=args.user_dict, min_src_words=args.min_src_words, redact=not args.no_redact,
-                     workers=args.workers)
+    try:
+        cfg = TextConfig(lang=args.lang, pair_langs=tuple(args.pair_langs) if args.pair_langs else None,
+                         user_dict=args.user_dict, min_src_words=args.min_src_words, redact=not args.no_redact,
+                         workers=args.workers, max_bytes=args.max_bytes, rst_line_limit=args.rst_line_limit,
+                         timeout=args.timeout)
+    except ValueError as e:  # a bad setting: the message names it
+        print(f"codept prepare-text: error: {e}", file=sys.stderr)
+        return 2
     try:
         s = prepare_text([str(x) for x in args.sources], out=args.out, tokenizer_dir=args.tokenizer, cfg=cfg,
                          force=args.force)

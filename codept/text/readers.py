@@ -41,6 +41,9 @@ Formats (:func:`format_of`, by file name; ``.gz`` is decompressed for the text f
 5. pairs from jsonl (``.jsonl``): one JSON object per line with ``src`` and ``tgt`` (+ optional
    ``src_lang``/``tgt_lang``); a line with ``text`` (+ optional ``lang``) is a document instead.
 6. pairs from TSV (``.tsv``): ``src<TAB>tgt`` per line (further columns ignored).
+   Both are read a line at a time (no file size limit; ``max_bytes`` bounds a line) with per-line
+   accounting: a bad line (not JSON, e.g. 100k-deep; not an object; invalid UTF-8; a lone
+   surrogate; over max_bytes) is a counted skip with its reason and line number, the rest is kept.
 7. gettext catalogs (``.mo`` via stdlib ``gettext.GNUTranslations``; ``.po`` via polib, decoded by the
    header's charset; fuzzy and obsolete entries dropped). msgid (English) -> msgstr (first plural
    form); placeholders and accelerators are normalised (:func:`normalise_message`); kept when the
@@ -61,7 +64,8 @@ markup, and read constructs the regexes missed (numbers in that script's docstri
 parser versions for cache keys.
 Cost: linear in the input; man pages ~50-100 ms each (groff); on one core docutils ~0.8 MB/s,
 markdown-it-py ~3 MB/s, polib ~8.5 MB/s (the hand-written readers were 3-14x faster and less clean).
-Not covered: HTML, PDF, DocBook, texinfo; MyST/Sphinx extensions beyond the generic role/directive
+reST lines longer than ``rst_line_limit`` are kept as plain text (docutils' limit would empty the
+document). Not covered: HTML, PDF, DocBook, texinfo; MyST/Sphinx extensions beyond the generic role/directive
 handling (a directive's arguments are dropped, its generated text such as "New in version 3.2" is not
 produced); text inside Markdown HTML blocks; table cells; dedup and redaction (codept.data handles them).
 """
@@ -93,6 +97,7 @@ from codept.text.segment import HAN, KANA, count_words, guess_lang, normalise_la
 TEXT_MAX_BYTES = 8_000_000  # per input file; views cost ~20 bytes of temporaries per char
 MIN_SRC_WORDS = 3
 MAN_TIMEOUT_S = 20.0
+RST_LINE_LIMIT = 10_000  # docutils' default line_length_limit; longer lines are kept unparsed
 
 
 @dataclass(frozen=True)
@@ -171,9 +176,18 @@ def read_sources(sources: Iterable[str | os.PathLike], **kw) -> Iterator[Item]:
 def read_file(path: str | os.PathLike, kind: str | None = None, *, lang: str | None = None,
               pair_langs: tuple[str, str] | None = None, max_bytes: int = TEXT_MAX_BYTES,
               min_src_words: int = MIN_SRC_WORDS, man_timeout_s: float = MAN_TIMEOUT_S,
-              data: bytes | None = None) -> Iterator[Item]:
+              rst_line_limit: int = RST_LINE_LIMIT, data: bytes | None = None,
+              first_line: int | None = None) -> Iterator[Item]:
     """Documents, pairs and skips of one file; at least one item, never an exception for bad input
-    (bad arguments raise ValueError)."""
+    (bad arguments raise ValueError).
+
+    `max_bytes`: the largest document or catalog file, and the longest jsonl/TSV line (a pair file
+    has no size limit: it is read a line at a time). `rst_line_limit`: reST lines longer than this
+    are kept as plain text, not parsed (docutils' own limit empties the whole document; inline
+    markup parsing is quadratic in a line's length). `data`: the file's bytes as read from disk
+    (prepare-text's main process reads each input once). `first_line`: `data` is a chunk of whole
+    lines of a jsonl/TSV file (already decompressed) whose first line is line ``first_line + 1``;
+    then no ``no_documents`` skip is added (the caller accounts for the file)."""
     path = str(path)
     kind = kind or format_of(path)
     if kind not in FORMATS:
@@ -195,16 +209,17 @@ def read_file(path: str | os.PathLike, kind: str | None = None, *, lang: str | N
             it = _read_mo(path, pair_langs, max_bytes, min_src_words, data)
         elif kind == "po":
             it = _read_po(path, pair_langs, max_bytes, min_src_words, data)
+        elif kind in ("jsonl", "tsv"):
+            lines = _chunk_lines(data, first_line) if first_line is not None else _file_lines(path, max_bytes, data)
+            it = (_read_jsonl(path, lines, lang, pair_langs, max_bytes) if kind == "jsonl"
+                  else _read_tsv(path, lines, pair_langs, max_bytes))
         else:
             text = _read_text(path, max_bytes, data)
-            if kind == "jsonl":
-                it = _read_jsonl(path, text, lang, pair_langs)
-            elif kind == "tsv":
-                it = _read_tsv(path, text, pair_langs)
+            if kind == "rst":
+                body, refused = rst_read(text, rst_line_limit)
             else:
-                body, refused = {"plain": lambda t: (plain_to_text(t), []), "markdown": markdown_read,
-                                 "rst": rst_read}[kind](text)
-                it = _doc_and_refusals(path, lang, body, refused)
+                body, refused = markdown_read(text) if kind == "markdown" else (plain_to_text(text), [])
+            it = _doc_and_refusals(path, lang, body, refused)
         for item in it:
             n_docs += not isinstance(item, Skip)
             yield item
@@ -219,7 +234,7 @@ def read_file(path: str | os.PathLike, kind: str | None = None, *, lang: str | N
             raise
         yield Skip(path, "parser_error", f"{PARSERS[kind]}: {type(e).__name__}: {str(e)[:200]}")
         return
-    if n_docs == 0:
+    if n_docs == 0 and first_line is None:
         yield Skip(path, "no_documents", f"{kind}: nothing left after clean-up and filters")
 
 
@@ -227,7 +242,8 @@ def _doc_and_refusals(path: str, lang: str | None, body: str, refused) -> Iterat
     if body.strip():
         yield TextDoc(path, lang or guess_lang(body), body)
     for reason, what in (("include_refused", "directive that reads a file, not followed"),
-                         ("raw_refused", "raw output, dropped")):
+                         ("raw_refused", "raw output, dropped"),
+                         ("long_line_unparsed", "lines over rst_line_limit kept as plain text")):
         yield from _refusals(path, [(n, t) for r, n, t in refused if r == reason], reason, what)
 
 
@@ -519,12 +535,31 @@ _RST_REFUSED = re.compile(r'"([\w:.+-]+)" directive disabled|File and URL access
 _RST_FILE_OPTION = re.compile(r"^\s*:(?:file|url|source):\s*(\S.*)$", re.M)
 
 
-def rst_read(text: str) -> tuple[str, list[tuple[str, str, str]]]:
+def _rst_long_lines(text: str, limit: int) -> tuple[str, dict[str, str]]:
+    """Lines longer than `limit` -> a placeholder word at the line's indentation (so the line keeps its
+    place in the structure: a paragraph, a list item, a code block), mapped to the line's text."""
+    if limit <= 0 or max(map(len, text.split("\n"))) <= limit:
+        return text, {}
+    stem = "codeptlongline"
+    while stem in text:
+        stem += "x"
+    lines, kept = text.split("\n"), {}
+    for i, line in enumerate(lines):
+        if len(line) > limit:
+            word = f"{stem}{len(kept)}z"
+            kept[word] = " ".join(line.split())
+            lines[i] = line[: len(line) - len(line.lstrip())] + word
+    return "\n".join(lines), kept
+
+
+def rst_read(text: str, line_limit: int = RST_LINE_LIMIT) -> tuple[str, list[tuple[str, str, str]]]:
     """(paragraphs as :func:`rst_to_text`, refusals): every directive that docutils refused to run
     because it reads a file or inserts raw output (``include``, ``raw``, ``csv-table :file:``/``:url:``,
     Sphinx's ``literalinclude``; file insertion and raw are off) as (reason, directive, target), reason
     ``include_refused`` for one that names a file or URL, ``raw_refused`` for inline raw output. Found
-    by an observer on the document's reporter (reports are silenced, never lost)."""
+    by an observer on the document's reporter (reports are silenced, never lost). Lines longer than
+    `line_limit` are not parsed (docutils would empty the whole document): each keeps its place and
+    its text, unparsed (markup characters and all), recorded as ``long_line_unparsed``."""
     from docutils.core import publish_doctree
     from docutils.readers import standalone
 
@@ -537,9 +572,12 @@ def rst_read(text: str) -> tuple[str, list[tuple[str, str, str]]]:
             return doc
 
     settings, text_cls, drop_cls = _docutils()
+    text, long_lines = _rst_long_lines(text, line_limit)
     _register_directives(text, text_cls, drop_cls)
-    doc = publish_doctree(text, reader=Reader(), parser=_rst_parser(), settings=copy.copy(settings))
-    refused = []
+    settings = copy.copy(settings)
+    settings.line_length_limit = max(line_limit, 1) + 1
+    doc = publish_doctree(text, reader=Reader(), parser=_rst_parser(), settings=settings)
+    refused = [("long_line_unparsed", f"{len(v):,} chars", v[:60]) for v in long_lines.values()]
     for msg in found:
         m = _RST_REFUSED.search(msg.astext().split("\n", 1)[0])
         if not m:
@@ -552,7 +590,10 @@ def rst_read(text: str) -> tuple[str, list[tuple[str, str, str]]]:
         target = opt.group(1).strip() if opt else arg
         reads = name.split(":")[-1].endswith("include") or opt is not None
         refused.append(("include_refused" if reads else "raw_refused", name, target))
-    return _join(p.split("\n") for p in _rst_paragraphs(doc)), refused
+    body = _join(p.split("\n") for p in _rst_paragraphs(doc))
+    if long_lines:
+        body = re.sub("|".join(long_lines), lambda m: long_lines[m.group()], body)
+    return body, refused
 
 
 # -- man pages ------------------------------------------------------------------------------------
@@ -755,67 +796,142 @@ def langs_from_name(path: str) -> tuple[str, str] | None:
         return None
 
 
-def _read_jsonl(path: str, text: str, lang: str | None, pair_langs) -> Iterator[Item]:
+def _chunk_lines(data: bytes, first_line: int) -> Iterator[tuple[int, bytes]]:
+    """(1-based line number, line bytes without the newline) of a chunk of whole lines."""
+    for i, line in enumerate(data.split(b"\n"), first_line + 1):
+        yield i, line
+
+
+def _file_lines(path: str, max_bytes: int, data: bytes | None) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) of a file, read a line at a time (``.gz`` decompressed); a line over
+    `max_bytes` is yielded as its first max_bytes + 1 bytes (the caller counts it too_large), the
+    rest of it skipped unread into memory. `data`: the file's bytes, already read."""
+    try:
+        raw = io.BytesIO(data) if data is not None else open(path, "rb")
+        with (gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw) as f:
+            n = 0
+            while line := f.readline(max_bytes + 1):
+                n += 1
+                if len(line) > max_bytes and not line.endswith(b"\n"):
+                    while (rest := f.readline(1 << 20)) and not rest.endswith(b"\n"):
+                        pass
+                yield n, line.rstrip(b"\n")
+    except (OSError, EOFError, zlib.error) as e:
+        raise SkipFile("unreadable", f"{type(e).__name__}: {e}") from e
+
+
+class _Dropped:
+    """Lines dropped inside a pair file, counted per reason, with the first few line numbers and why."""
+
+    def __init__(self, path: str):
+        self.path, self.by = path, {}
+
+    def add(self, reason: str, line_no: int, why: str) -> None:
+        n, shown = self.by.get(reason, (0, []))
+        if len(shown) < 3:
+            shown.append(f"line {line_no}: {why}")
+        self.by[reason] = (n + 1, shown)
+
+    def skips(self) -> Iterator[Skip]:
+        for reason, (n, shown) in sorted(self.by.items()):
+            yield Skip(self.path, reason, "; ".join(shown) + (" ..." if n > len(shown) else ""), n)
+
+
+def _line_text(raw: bytes, line_no: int, max_bytes: int, dropped: _Dropped) -> str | None:
+    """A line's text, or None (counted: too_large, bad_utf8); blank lines are None, not counted."""
+    if len(raw) > max_bytes:
+        dropped.add("too_large", line_no, f"over max_bytes={max_bytes}")
+        return None
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        dropped.add("bad_utf8", line_no, f"invalid UTF-8 at byte {e.start}")
+        return None
+    line = line.removeprefix("\ufeff").rstrip("\r") if line_no == 1 else line.rstrip("\r")
+    return line if line.strip() else None
+
+
+def _encodable(*values) -> bool:
+    """No lone surrogate (a JSON ``\\ud800`` escape): such text cannot be written as UTF-8."""
+    try:
+        for v in values:
+            if isinstance(v, str):
+                v.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def _read_jsonl(path: str, lines: Iterable[tuple[int, bytes]], lang: str | None, pair_langs,
+                max_bytes: int) -> Iterator[Item]:
+    """Per-line accounting: a bad line (not JSON, too deep, not an object, a lone surrogate, invalid
+    UTF-8, over max_bytes) is a counted skip with its reason and line number; the rest is kept."""
     default = pair_langs or langs_from_name(path)
-    bad = no_langs = empty = 0
-    for i, line in enumerate(text.split("\n")):
-        if not line.strip():
+    dropped = _Dropped(path)
+    shown = printable(path)
+    for i, raw in lines:
+        line = _line_text(raw, i, max_bytes, dropped)
+        if line is None:
             continue
         try:
             rec = json.loads(line)
-            if not isinstance(rec, dict):
-                raise ValueError("not an object")
-        except ValueError:
-            bad += 1
+        except (ValueError, RecursionError) as e:  # RecursionError: a 100k-deep nested line
+            dropped.add("bad_record", i, f"not JSON: {type(e).__name__}: {str(e)[:80]}")
             continue
-        where = f"{path}#{i + 1}"
+        if not isinstance(rec, dict):
+            dropped.add("bad_record", i, f"not an object: {type(rec).__name__}")
+            continue
+        if not _encodable(rec.get("src"), rec.get("tgt"), rec.get("text"), rec.get("lang"),
+                          rec.get("src_lang"), rec.get("tgt_lang")):
+            dropped.add("bad_utf8", i, "a lone surrogate (\\ud800-\\udfff escape) in a field")
+            continue
+        where = f"{shown}#{i}"
         if isinstance(rec.get("src"), str) and isinstance(rec.get("tgt"), str):
             src, tgt = rec["src"].strip(), rec["tgt"].strip()
             if not src or not tgt:
-                empty += 1
+                dropped.add("empty_side", i, "src or tgt is empty")
                 continue
             try:
                 sl = normalise_lang(rec["src_lang"]) if "src_lang" in rec else (default[0] if default else None)
                 tl = normalise_lang(rec["tgt_lang"]) if "tgt_lang" in rec else (default[1] if default else None)
-            except (ValueError, AttributeError):
+            except (ValueError, AttributeError, TypeError):
                 sl = tl = None
             if sl is None or tl is None:
-                no_langs += 1
+                dropped.add("unknown_pair_langs", i, "no src_lang/tgt_lang, pair_langs or NAME.SRC-TGT.jsonl")
                 continue
             yield PairDoc(where, sl, tl, src, tgt)
         elif isinstance(rec.get("text"), str):
             body = plain_to_text(rec["text"])
             if not body:
-                empty += 1
+                dropped.add("empty_side", i, "text is empty")
                 continue
             try:
                 dl = normalise_lang(rec["lang"]) if isinstance(rec.get("lang"), str) else (lang or guess_lang(body))
             except ValueError:
-                no_langs += 1
+                dropped.add("unknown_pair_langs", i, f"lang={rec['lang']!r}")
                 continue
             yield TextDoc(where, dl, body)
         else:
-            bad += 1
-    for reason, n in (("bad_record", bad), ("unknown_pair_langs", no_langs), ("empty_side", empty)):
-        if n:
-            yield Skip(path, reason, "jsonl lines need src+tgt (+langs) or text", n)
+            dropped.add("bad_record", i, "needs src+tgt (+langs) or text")
+    yield from dropped.skips()
 
 
-def _read_tsv(path: str, text: str, pair_langs) -> Iterator[Item]:
+def _read_tsv(path: str, lines: Iterable[tuple[int, bytes]], pair_langs, max_bytes: int) -> Iterator[Item]:
     langs = pair_langs or langs_from_name(path)
     if langs is None:
         raise SkipFile("unknown_pair_langs", "pass pair_langs or name the file NAME.SRC-TGT.tsv")
-    bad = 0
-    for i, line in enumerate(text.split("\n")):
-        if not line.strip():
+    dropped = _Dropped(path)
+    shown = printable(path)
+    for i, raw in lines:
+        line = _line_text(raw, i, max_bytes, dropped)
+        if line is None:
             continue
         cols = line.split("\t")
         if len(cols) < 2 or not cols[0].strip() or not cols[1].strip():
-            bad += 1
+            dropped.add("bad_row", i, "a TSV row needs two non-empty columns")
             continue
-        yield PairDoc(f"{path}#{i + 1}", langs[0], langs[1], cols[0].strip(), cols[1].strip())
-    if bad:
-        yield Skip(path, "bad_row", "a TSV row needs two non-empty columns", bad)
+        yield PairDoc(f"{shown}#{i}", langs[0], langs[1], cols[0].strip(), cols[1].strip())
+    yield from dropped.skips()
 
 
 # -- gettext --------------------------------------------------------------------------------------
