@@ -124,11 +124,12 @@ def test_recipe_settings_reach_the_head_and_bad_ones_are_refused():
     from codept.train.config import ConfigError
 
     s, mixture = configure("debug_cpu", ["objective.code_doc.symmetric=false", "objective.code_doc.matryoshka=32,64",
-                                         "objective.code_doc.temperature_schedule=learned"])
+                                         "objective.code_doc.temperature_schedule=learned",
+                                         "objective.code_doc.grad_cache=true"])
     opts = L.head_options(mixture, s.objectives)["contrastive"]
-    assert opts["symmetric"] is False and opts["matryoshka"] == (32, 64) and opts["temperature_schedule"] == "learned"
+    assert opts["grad_cache"] is True and opts["symmetric"] is False and opts["matryoshka"] == (32, 64) and opts["temperature_schedule"] == "learned"
     head = P.build_head("contrastive", T.Transformer(T.tiny(hidden=64)), **opts)
-    assert head.sizes == (32, 64) and not head.symmetric and hasattr(head, "log_scale")
+    assert head.sizes == (32, 64) and not head.symmetric and hasattr(head, "log_scale") and head.grad_cache
     with pytest.raises(ConfigError, match="temperature_schedule='cosine'"):
         configure("debug_cpu", ["objective.code_doc.temperature_schedule=cosine"])
     with pytest.raises(ConfigError, match="matryoshka"):

@@ -48,8 +48,9 @@
    apply the same strings; where BPE merges across the join, the training ids (prefix alone, then
    the file's tokens) can differ from the probe's at that one boundary token. With prefixes the
    per-pair path serves (the default path has none). The loss settings (``symmetric``,
-   ``temperature``, ``temperature_schedule``, ``temperature_start``, ``matryoshka``) configure the
-   contrastive head (:func:`head_options`, codept.model.heads.ContrastiveHead).
+   ``temperature``, ``temperature_schedule``, ``temperature_start``, ``matryoshka``, ``grad_cache``)
+   configure the contrastive head (:func:`head_options`, codept.model.heads.ContrastiveHead;
+   ``grad_cache``: codept.model.gradcache, negatives from the whole optimizer step).
 7. Optional MLM on the code part (``mlm_rate`` > 0: select.random_tokens + render.bert_80_10_10,
    labels ``mlm``, IGNORE on the doc part). Off by default: no ``mlm`` labels at all.
 Cost: O(F + the kept tokens) NumPy work per document, no string work (with the field; a regex pass
@@ -106,6 +107,7 @@ class Config:
     temperature_schedule: str = "fixed"  # fixed | learned (1/t a parameter, from 1/temperature) | linear
     temperature_start: float = 0.1  # linear: the temperature at step 0, moved linearly to `temperature`
     matryoshka: tuple[int, ...] = ()  # embedding sizes: loss = mean over them (+ the full width); probe MRR per size
+    grad_cache: bool = False  # GradCache: negatives from every micro-batch of the step (all ranks), memory of one
     whole_in_row: ClassVar[bool] = True  # a group is packed whole: recipes check max_tokens <= seq_len
     default_row_share: ClassVar[float] = 0.5  # unless given, recipes lower max_tokens to seq_len / 2
 
@@ -155,7 +157,8 @@ def head_options(cfg: Config) -> dict[str, dict]:
     """The contrastive head's settings from the objective's (codept.train.loop.build_model passes them)."""
     return {"contrastive": {"symmetric": cfg.symmetric, "temperature": cfg.temperature,
                             "temperature_schedule": cfg.temperature_schedule,
-                            "temperature_start": cfg.temperature_start, "matryoshka": tuple(cfg.matryoshka)}}
+                            "temperature_start": cfg.temperature_start, "matryoshka": tuple(cfg.matryoshka),
+                            "grad_cache": cfg.grad_cache}}
 
 
 def prefixes_of(settings: dict) -> tuple[str, str]:

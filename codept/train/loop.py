@@ -414,6 +414,15 @@ def _forward(engine, batch):
     return engine(batch)
 
 
+def grad_cache(engine):
+    """A codept.model.gradcache.GradCache over the head that asks for one (code_doc's
+    ``grad_cache=true``), or None."""
+    from codept.model.gradcache import GradCache
+
+    names = [n for n, h in engine.module.heads.items() if getattr(h, "grad_cache", False)]
+    return GradCache(engine.module, names[0]) if names else None
+
+
 def set_horizon(stream, rows_per_rank: int) -> int:
     """Give the stream's Mixture a horizon, so that ``ctx.progress`` moves from 0 at the first
     optimizer step to 1 at the last (schedules: scheduled sampling, a falling [MASK] share); without
@@ -446,13 +455,17 @@ def train(engine, stream, run: RunConfig, *, start: int, heads: list[str], weigh
     k = engine.gradient_accumulation_steps()
     set_horizon(stream, run.steps * k * run.micro_batch_rows)
     tokens = 0
+    cache = grad_cache(engine)
+    forward = _forward if cache is None else (lambda e, b: cache.forward(e, b))
     for step in range(start, run.steps):
         for head in engine.module.heads.values():  # schedules that read the step (contrastive temperature)
             if hasattr(head, "set_progress"):
                 head.set_progress(step / max(run.steps, 1))
         micro = [collate([next(stream) for _ in range(run.micro_batch_rows)]) for _ in range(k)]
         tokens += sum(int((b["segment_ids"] > 0).sum()) for b in micro)
-        scalars = _engine().train_step(engine, micro, _forward, heads=heads, weights=weights,
+        if cache is not None:  # the contrastive head's negatives: every micro-batch of the step
+            cache.prepare([{k_: v.to(engine.device) if hasattr(v, "to") else v for k_, v in b.items()} for b in micro])
+        scalars = _engine().train_step(engine, micro, forward, heads=heads, weights=weights,
                                count_fn=lambda b: target_counts(b, engine.module.heads))
         log.step(step + 1, scalars)
         for every, fn in hooks:
