@@ -7,6 +7,7 @@ the corpus whose content must not appear in any document, and the include is rec
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -170,6 +171,7 @@ def test_prepare_text_views_hold_nothing_from_outside(planted, tmp_path):
     (corpus / "a.1").write_text(_page(f".so {secret}"))
     (corpus / "b.rst").write_text(f"Before.\n\n.. include:: {secret}\n\nAfter.\n")
     (corpus / "c.md").write_text(f"Before.\n\n```{{include}} {secret}\n```\n\nAfter.\n")
+    (corpus / "d.txt").symlink_to(secret)
     train_tokenizer(stdlib_files()[:10], tmp_path / "tok", vocab_size=600)
     s = prepare_text([str(corpus)], out=tmp_path / "out", tokenizer_dir=tmp_path / "tok",
                      cfg=TextConfig(workers=1), progress=False)
@@ -178,4 +180,25 @@ def test_prepare_text_views_hold_nothing_from_outside(planted, tmp_path):
     assert not any(SECRET in TextView.from_record(r).text for r in rows)
     assert s["dropped_inside_files"].get("include_refused") == 3
     manifest = [json.loads(x) for x in (tmp_path / "out" / "manifest.jsonl").read_text().splitlines()]
-    assert all(r["dropped"] == {"include_refused": 1} for r in manifest), manifest
+    assert [r["reason"] for r in manifest if r["status"] == "skipped"] == ["symlink_outside_input"]
+    assert all(r["dropped"] == {"include_refused": 1} for r in manifest if r["status"] == "viewed"), manifest
+
+
+def test_symlink_out_of_the_corpus_is_not_read(planted, tmp_path):
+    """A link inside the corpus to a file outside it is a skip naming the target; a link within the
+    corpus, and a link named as a source itself, are read."""
+    from codept.text.readers import discover
+
+    corpus, secret = planted
+    (corpus / "real.txt").write_text("A real file. It stays.\n")
+    (corpus / "leak.txt").symlink_to(secret)
+    (corpus / "sub").mkdir()
+    (corpus / "sub" / "up.md").symlink_to(tmp_path / "outside" / "secret.txt")
+    (corpus / "inside.txt").symlink_to(corpus / "real.txt")
+    files, skips = discover([str(corpus)])
+    assert [os.path.basename(f) for f, _ in files] == ["inside.txt", "real.txt"]
+    assert [(os.path.basename(s.path), s.reason) for s in skips] == [
+        ("leak.txt", "symlink_outside_input"), ("up.md", "symlink_outside_input")]
+    assert str(secret) in skips[0].detail
+    files, skips = discover([str(corpus / "leak.txt")])  # named by the user: read
+    assert len(files) == 1 and not skips

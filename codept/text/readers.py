@@ -152,7 +152,9 @@ def format_of(path: str | os.PathLike) -> str | None:
 
 def discover(sources: Iterable[str | os.PathLike]) -> tuple[list[tuple[str, str]], list[Skip]]:
     """Files and directories -> (files [(path, kind)], skips), both sorted by path
-    (codept.data.sources.walk); unknown formats are skips ``unknown_format``."""
+    (codept.data.sources.walk); unknown formats are skips ``unknown_format``. A symlink found while
+    walking a folder whose target lies outside that folder (``notes.txt -> ~/.ssh/id_rsa``) is a
+    skip ``symlink_outside_input``, never read; a symlink named as a source itself is read."""
 
     def classify(p: Path):
         kind = format_of(p)
@@ -160,8 +162,22 @@ def discover(sources: Iterable[str | os.PathLike]) -> tuple[list[tuple[str, str]
             return None, ("unknown_format", f"suffix {p.suffix!r} not in {sorted(_EXT)} or name.N")
         return kind, None
 
-    files, skipped = walk(list(sources), classify)
-    return files, [Skip(p, r, d) for p, r, d in skipped]
+    files: list[tuple[str, str]] = []
+    skipped: list[tuple[str, str, str]] = []
+    for src in sources:
+        found, skips = walk([src], classify)
+        skipped += skips
+        if not Path(src).is_dir():
+            files += found
+            continue
+        root = os.path.realpath(src)  # a symlink found inside a folder may not lead out of it
+        for path, kind in found:
+            target = os.path.realpath(path) if os.path.islink(path) else None
+            if target is not None and os.path.commonpath([root, target]) != root:
+                skipped.append((path, "symlink_outside_input", f"a link to {printable(target)}, outside {printable(root)}"))
+            else:
+                files.append((path, kind))
+    return sorted(files), [Skip(p, r, d) for p, r, d in sorted(skipped)]
 
 
 def read_sources(sources: Iterable[str | os.PathLike], **kw) -> Iterator[Item]:
