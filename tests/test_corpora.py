@@ -104,6 +104,13 @@ def test_commands(tmp_path):
     assert cc.pip_download_cmd("numpy==2.4.6", tmp_path)[:4] == [sys.executable, "-m", "pip", "download"]
     assert cc.pip_download_cmd("numpy==2.4.6", tmp_path)[-3:] == ["-d", str(tmp_path), "numpy==2.4.6"]
     assert "--no-deps" in cc.pip_download_cmd("numpy==2.4.6", tmp_path)
+    # sdist: the project alone from source; `--no-binary :all:` built its build requirements
+    # (setuptools, wheel) from source too (pythonnet: timed out after 900 s)
+    sd = cc.pip_download_cmd("pythonnet==3.2.1", tmp_path, sdist=True)
+    assert sd[sd.index("--no-binary") + 1] == "pythonnet" and ":all:" not in sd
+    assert cc.pip_download_cmd("greenlet>=3", tmp_path, sdist=True)[sd.index("--no-binary") + 1] == "greenlet"
+    with pytest.raises(ValueError, match="project name"):
+        cc.pip_download_cmd("==1.0", tmp_path, sdist=True)
     npm = cc.npm_pack_cmd("express@5.3.0")
     assert npm[:2] == ["npm", "pack"] and npm[-1] == "express@5.3.0"
     cmd = cc.apt_download_cmd(CORPORA["ruby-gems"].spec)

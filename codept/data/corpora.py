@@ -300,9 +300,20 @@ def select(names: list[str] | None = None, role: str | list[str] | None = None,
 # --- commands (pure: unit-tested without a network) -------------------------------------------------
 
 def pip_download_cmd(spec: str, dest: Path, sdist: bool = False) -> list[str]:
-    kind = ["--no-binary", ":all:"] if sdist else ["--prefer-binary"]
+    # sdist: only the named project as a source distribution. `--no-binary :all:` also applied to the
+    # build requirements pip installs to read the sdist's metadata, so setuptools & co. were built
+    # from source: pythonnet timed out after 900 s on a loaded 2-core machine (measured 2026-12-02).
+    kind = ["--no-binary", _project(spec)] if sdist else ["--prefer-binary"]
     return [sys.executable, "-m", "pip", "download", "--no-deps", *kind, "--disable-pip-version-check",
             "--quiet", "-d", str(dest), spec]
+
+
+def _project(spec: str) -> str:
+    """``pythonnet==3.2.1`` -> ``pythonnet``: the project name of a pip requirement (PEP 508 name)."""
+    m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", spec)
+    if not m:
+        raise ValueError(f"pip spec {spec!r}: does not start with a project name")
+    return m.group(1)
 
 
 def npm_pack_cmd(spec: str) -> list[str]:
