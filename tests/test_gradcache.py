@@ -230,3 +230,19 @@ def test_train_step_with_grad_cache_gives_the_whole_batch_mean_gradient(small_to
     (loss / n).backward()
     assert logs["n.contrastive"] == n.item() and logs["loss"] == pytest.approx(float(loss.detach() / n), rel=1e-9)
     _close(got, _grads(net))
+
+
+def test_a_micro_batch_without_pairs_stays_connected(small_tok):
+    """A micro-batch whose rows hold no pair (here: MLM documents only) still returns a loss connected
+    to the graph, as the head does without GradCache (engine.backward needs one)."""
+    rows = _rows(small_tok, n_rows=4)
+    vocab = Vocab.from_tokenizer(small_tok)
+    masked = build("mlm", vocab)
+    docs = [masked(v, np.random.default_rng(i)) for i, v in enumerate(_VIEWS[(small_tok.to_str(), 450, 470)][:4])]
+    plain = collate(pack([d.window(0, min(len(d), 100)) for d in docs], 128, pad_id=0)[:2])
+    net = _net(small_tok)
+    gc = GradCache(net)
+    gc.prepare([collate(rows), plain])
+    losses = [gc.forward(net, b)["contrastive"] for b in (collate(rows), plain)]
+    assert losses[1][1].item() == 0 and losses[1][0].requires_grad and losses[1][0].item() == 0
+    sum(x[0] for x in losses).backward()

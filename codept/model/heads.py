@@ -495,17 +495,17 @@ class ContrastiveHead(nn.Module):
     def forward(self, hidden: torch.Tensor, batch: dict, metrics: bool = False):
         z, key = self.embed(hidden, batch)
         if self.cached is not None and not metrics:  # GradCache's second pass (codept.model.gradcache)
-            return self._cached(z, key)
+            return self._cached(z, key, hidden)
         return self.score(z, key, metrics, keep=hidden)
 
-    def _cached(self, z: torch.Tensor, key: torch.Tensor):
+    def _cached(self, z: torch.Tensor, key: torch.Tensor, hidden: torch.Tensor):
         """The loss of a micro-batch whose gradient GradCache computed over the whole step: value
         ``cached.value``, gradient sum(z * cached.grad) (+ the head's own parameters' cached gradient)."""
         c, self.cached = self.cached, None
         if c.grad.shape != z.shape:
             raise ValueError(f"GradCache: cached gradient {tuple(c.grad.shape)} for embeddings {tuple(z.shape)}: "
                              "the second pass must see the micro-batches of prepare(), in order")
-        surrogate = (z * c.grad).sum()
+        surrogate = (z * c.grad).sum() + _zero_loss(hidden)  # connected even without pairs here
         for p, g in zip(self.parameters(), c.param_grads):
             if g is not None:
                 surrogate = surrogate + (p * g).sum()
