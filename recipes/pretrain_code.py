@@ -46,7 +46,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # 2 ranks on 2 cores: no thread oversubscription
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from codept.model import transformer as T  # noqa: E402
+from codept.model import config as T  # noqa: E402  (ModelConfig and presets; no torch before the settings check)
 from codept.probe.defaults import ProbeConfig, check_sources  # noqa: E402
 from codept.train import loop as L  # noqa: E402
 from codept.train.config import ConfigError, RunConfig  # noqa: E402

@@ -44,7 +44,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np  # noqa: E402
 
 from codept.data.pack import overlap_tokens, parse_long  # noqa: E402
-from codept.model import transformer as T  # noqa: E402
+from codept.model import config as T  # noqa: E402  (ModelConfig and presets; no torch before the settings check)
 from codept.text import corpora as C  # noqa: E402
 from codept.train import loop as L  # noqa: E402
 from codept.train.config import ConfigError, RunConfig  # noqa: E402

@@ -51,7 +51,7 @@ def test_pairs_longer_than_a_row_are_refused():
     """A pair split by packing would carry its label into a window without [CLS] A [SEP] B."""
     with pytest.raises(ConfigError, match=r"objective.sop.max_tokens=256 > seq_len=128"):
         R.configure("english_cpu", ["objective.sop.max_tokens=256"])
-    with pytest.raises(ConfigError, match=r"objective.tlm.max_side=80: a pair of up to 162 tokens > seq_len=128"):
+    with pytest.raises(ConfigError, match=r"objective.tlm with max_side=80: one indivisible example is up to 162 tokens > seq_len=128"):
         R.configure("tlm_cpu", ["objective.tlm.max_side=80"])
 
 

@@ -22,6 +22,7 @@ monolingual/parallel batches (the mixture interleaves them inside one stream).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -40,6 +41,19 @@ class Config:
     joint: bool = True  # False: each side its own attention segment (monolingual MLM control)
     p_mask: float = 0.8
     p_random: float = 0.1
+
+    # a pair is packed whole (a side cut off its partner teaches nothing): recipes lower max_side
+    # unless given, and refuse a given one whose pair is longer than a row (codept.train.loop.row_settings)
+    whole_in_row: ClassVar[bool] = True
+    row_field: ClassVar[str] = "max_side"
+    unit_fields: ClassVar[tuple] = ("max_side",)
+
+    def unit_tokens(self) -> int:
+        """The longest pair: each side's max_side tokens and its [SEP]."""
+        return 2 * (self.max_side + 1)
+
+    def fit_unit(self, seq_len: int) -> dict:
+        return {"max_side": seq_len // 2 - 1} if seq_len >= 4 else {}
 
     def __post_init__(self):
         for name in ("src_rate", "tgt_rate", "p_swap"):

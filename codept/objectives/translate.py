@@ -28,7 +28,15 @@ import numpy as np
 from codept.objectives import tlm
 from codept.objectives.spec import Objective
 
-LANGUAGES = "text,python,java,javascript,go,ruby,php"
+def _languages() -> str:
+    """``text``, the first six grammars (their ids as before), then every other grammar of grammars/."""
+    from codept.languages import available_languages
+
+    first = ["text", "python", "java", "javascript", "go", "ruby", "php"]
+    return ",".join(first + [x for x in available_languages() if x not in first])
+
+
+LANGUAGES = _languages()
 _KEYS = ("lang_a", "code_a", "lang_b", "code_b")
 
 

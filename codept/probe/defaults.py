@@ -77,7 +77,7 @@ def check_sources(cfg: ProbeConfig) -> None:
         except ValueError as e:
             raise ValueError(f"baselines={cfg.baselines!r}: {spec}: {e}") from None
         if spec.startswith("random:"):
-            from codept.model import transformer as T
+            from codept.model import config as T  # the presets, without torch (settings are checked before it)
 
             if random_preset(spec) not in T.PRESETS:
                 raise ValueError(f"baselines={cfg.baselines!r}: {spec}: unknown model preset (known: "
@@ -159,7 +159,7 @@ def _spec_key(spec: str) -> str:
 
     key = spec.replace(":", "_")
     if spec == "random" or spec.startswith("random:"):
-        from codept.model import transformer as T
+        from codept.model import config as T
 
         preset = random_preset(spec)
         if preset in T.PRESETS:

@@ -115,10 +115,19 @@ def build_text_view(path: str, lang: str, text: str, tokenizer, *, user_dict: st
 
 def build_pair_view(path: str, src_lang: str, src: str, tgt_lang: str, tgt: str, tokenizer, *,
                     user_dict: str | None = None) -> PairView:
-    """A translation pair: each side is a TextView of its own (same path)."""
-    return PairView(path=path,
-                    src=build_text_view(path, src_lang, src, tokenizer, user_dict=user_dict),
-                    tgt=build_text_view(path, tgt_lang, tgt, tokenizer, user_dict=user_dict))
+    """A translation pair: each side is a TextView of its own (same path). A side in a code language
+    (codept.text.readers.pair_lang: 'python', 'java', ...) is built by the English rules, which the
+    pair objectives never read, and then named by its language (codept.objectives.translate)."""
+    from codept.languages import available_languages
+
+    sides = []
+    for lang, text in ((src_lang, src), (tgt_lang, tgt)):
+        code = lang in available_languages()
+        view = build_text_view(path, "text" if code else lang, text, tokenizer, user_dict=user_dict)
+        if code:
+            view.lang = lang
+        sides.append(view)
+    return PairView(path=path, src=sides[0], tgt=sides[1])
 
 
 def build_doc(doc, tokenizer, *, user_dict: str | None = None) -> TextView | PairView:

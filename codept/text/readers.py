@@ -39,7 +39,8 @@ Formats (:func:`format_of`, by file name; ``.gz`` is decompressed for the text f
    every page is a skip ``man_unavailable``. Language from the path (``/usr/share/man/zh_CN/...``
    -> 'zh').
 5. pairs from jsonl (``.jsonl``): one JSON object per line with ``src`` and ``tgt`` (+ optional
-   ``src_lang``/``tgt_lang``); a line with ``text`` (+ optional ``lang``) is a document instead.
+   ``src_lang``/``tgt_lang``), or code pairs as codept.objectives.translate reads them (``lang_a``,
+   ``code_a``, ``lang_b``, ``code_b``); a line with ``text`` (+ optional ``lang``) is a document instead.
 6. pairs from TSV (``.tsv``): ``src<TAB>tgt`` per line (further columns ignored).
    Both are read a line at a time (no file size limit; ``max_bytes`` bounds a line) with per-line
    accounting: a bad line (not JSON, e.g. 100k-deep; not an object; invalid UTF-8; a lone
@@ -53,7 +54,9 @@ Pair languages, first found: the ``pair_langs`` argument; per record (jsonl); th
 ``Language:`` (target; source 'text'); the path (``.../<locale>/LC_MESSAGES/x.mo``, ``po/de.po``,
 ``name.en-de.tsv``). Document language: the ``lang`` argument, a man page's locale directory, else
 :func:`codept.text.segment.guess_lang` ('zh', 'ja' or 'text'). All languages pass through
-:func:`codept.text.segment.normalise_lang` (English -> 'text', Chinese -> 'zh').
+:func:`codept.text.segment.normalise_lang` (English -> 'text', Chinese -> 'zh'); a pair side given by
+the record or ``pair_langs`` may also be a code language (:func:`pair_lang`: 'python', 'java', ...),
+the pairs the ``translate`` objective trains on.
 
 Paragraph text is reflowed (lines joined with one space, none between two CJK characters), so
 hard-wrapped sources give clean sentences; paragraphs are joined by one blank line.
@@ -216,7 +219,7 @@ def read_file(path: str | os.PathLike, kind: str | None = None, *, lang: str | N
     if pair_langs is not None:
         if len(pair_langs) != 2:
             raise ValueError(f"pair_langs={pair_langs!r}: expected (src_lang, tgt_lang)")
-        pair_langs = (normalise_lang(pair_langs[0]), normalise_lang(pair_langs[1]))
+        pair_langs = (pair_lang(pair_langs[0]), pair_lang(pair_langs[1]))
     n_docs = 0
     try:
         if kind == "man":
@@ -797,6 +800,24 @@ def _refusals(path: str, found: list[tuple[str, str]], reason: str, what: str) -
 _PAIR_SUFFIX = re.compile(r"\.([A-Za-z]{2,3}(?:_[A-Za-z]{2,4})?)-([A-Za-z]{2,3}(?:_[A-Za-z]{2,4})?)$")
 
 
+def pair_lang(name: str) -> str:
+    """A pair side's language: a code language of ``grammars/`` by its name ('python', 'go', 'c') or
+    by an alias that names no locale ('py', 'golang', 'c++'; 'cs', 'sh' and 'ts' stay Czech,
+    Serbo-Croatian and Tsonga: Python's locale table knows them), else a natural language
+    (:func:`codept.text.segment.normalise_lang`). ValueError for neither."""
+    import locale
+
+    from codept.languages import available_languages, canonical_language
+
+    key = name.strip().lower() if isinstance(name, str) else name
+    if key in available_languages():
+        return key
+    code = canonical_language(key)
+    if code is not None and key not in locale.locale_alias:
+        return code
+    return normalise_lang(name)
+
+
 def langs_from_name(path: str) -> tuple[str, str] | None:
     """``name.en-zh_CN.tsv`` -> ('text', 'zh'); None when the name carries no pair."""
     name = Path(path).name
@@ -902,14 +923,16 @@ def _read_jsonl(path: str, lines: Iterable[tuple[int, bytes]], lang: str | None,
             dropped.add("bad_utf8", i, "a lone surrogate (\\ud800-\\udfff escape) in a field")
             continue
         where = f"{shown}#{i}"
+        if all(isinstance(rec.get(k), str) for k in ("lang_a", "code_a", "lang_b", "code_b")):
+            rec = {"src": rec["code_a"], "tgt": rec["code_b"], "src_lang": rec["lang_a"], "tgt_lang": rec["lang_b"]}
         if isinstance(rec.get("src"), str) and isinstance(rec.get("tgt"), str):
             src, tgt = rec["src"].strip(), rec["tgt"].strip()
             if not src or not tgt:
                 dropped.add("empty_side", i, "src or tgt is empty")
                 continue
             try:
-                sl = normalise_lang(rec["src_lang"]) if "src_lang" in rec else (default[0] if default else None)
-                tl = normalise_lang(rec["tgt_lang"]) if "tgt_lang" in rec else (default[1] if default else None)
+                sl = pair_lang(rec["src_lang"]) if "src_lang" in rec else (default[0] if default else None)
+                tl = pair_lang(rec["tgt_lang"]) if "tgt_lang" in rec else (default[1] if default else None)
             except (ValueError, AttributeError, TypeError):
                 sl = tl = None
             if sl is None or tl is None:
@@ -928,7 +951,7 @@ def _read_jsonl(path: str, lines: Iterable[tuple[int, bytes]], lang: str | None,
                 continue
             yield TextDoc(where, dl, body)
         else:
-            dropped.add("bad_record", i, "needs src+tgt (+langs) or text")
+            dropped.add("bad_record", i, "needs src+tgt (+langs), lang_a+code_a+lang_b+code_b, or text")
     yield from dropped.skips()
 
 

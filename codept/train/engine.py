@@ -130,6 +130,27 @@ def tune_cpu_allocator() -> dict[str, str]:
     return applied
 
 
+LAUNCHER_ENV = ("RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
+
+
+def single_process_env() -> bool:
+    """``python recipes/pretrain_code.py`` without a launcher: no RANK / WORLD_SIZE (nor MPI's or
+    Slurm's variables) in the environment. DeepSpeed then falls back to MPI discovery, a traceback
+    without mpi4py; instead this sets a one-rank job (RANK=0, WORLD_SIZE=1, a free local port).
+    True when it did; a launched rank's environment is left as the launcher set it."""
+    if any(k in os.environ for k in LAUNCHER_ENV):
+        return False
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1",
+                      MASTER_ADDR=os.environ.get("MASTER_ADDR", "127.0.0.1"),
+                      MASTER_PORT=os.environ.get("MASTER_PORT", str(port)))
+    return True
+
+
 def init_distributed(timeout_s: float = 1800.0) -> World:
     """Join the process group the launcher (``deepspeed``/``torchrun``) set up: gloo on CPU, the
     accelerator's backend (nccl) otherwise. On CPU it also calls :func:`tune_cpu_allocator` and, once
@@ -142,6 +163,7 @@ def init_distributed(timeout_s: float = 1800.0) -> World:
     backend = "gloo" if get_accelerator().device_name() == "cpu" else None
     if backend == "gloo":
         tune_cpu_allocator()
+    single_process_env()
     deepspeed.init_distributed(dist_backend=backend, timeout=timedelta(seconds=timeout_s))
     if backend == "gloo":
         # every rank created its shared-memory buffer file and mapped its peers' inside

@@ -44,16 +44,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from codept.data.collate import collate
 from codept.data.stream import Mixture, PackedStream
 from codept.views import view_source
-from codept.model.pretrainer import HEADS, target_counts
+from codept.model.config import HEAD_NAMES
 from codept.objectives import HEADS_OF, LOSS_WEIGHTS_OF, MODEL_OF, OBJECTIVES
 from codept.objectives import build as build_objective
-from codept.train import checkpoint
 from codept.train.config import ConfigError, RunConfig, Settings, parse_settings
 from codept.train.mixture import (CORPUS_SEP, corpora_used, corpus_of, heads_of,  # noqa: F401 (their old home)
                                   objective_of, parse_mixture)
+
+# torch is imported on first use, never by the settings check: a bad setting is refused in ~2 s
+# (importing torch alone is 3-4 s on a shared 2-core machine, deepspeed 7 s); tests/test_layering.py
 
 
 def _engine():
@@ -62,6 +63,18 @@ def _engine():
     from codept.train import engine
 
     return engine
+
+
+def collate(rows):
+    from codept.data.collate import collate as _collate
+
+    return _collate(rows)
+
+
+def _checkpoint_error() -> type:
+    """codept.train.checkpoint.CheckpointError once that module is imported (none is raised before)."""
+    module = sys.modules.get("codept.train.checkpoint")
+    return module.CheckpointError if module is not None else ConfigError
 
 
 @dataclass(frozen=True)
@@ -128,7 +141,7 @@ def configure(items: list[str], run: RunConfig, sections: dict,
     must hold ``data`` (with a ``mixture`` field); ``corpora`` as for :func:`parse_mixture`; see the
     module docstring, step 1."""
     objectives = {name: o.config for name, o in OBJECTIVES.items()}
-    s = parse_settings(items, run, sections, objectives, list(HEADS))
+    s = parse_settings(items, run, sections, objectives, list(HEAD_NAMES))
     mixture = parse_mixture(s.sections["data"].mixture, corpora)
     names = [objective_of(k) for k, _ in mixture]
     for name in names:  # GLM / PLM examples are whole (part B needs part A; an order needs its start)
@@ -152,6 +165,16 @@ def configure(items: list[str], run: RunConfig, sections: dict,
             s.loss.setdefault(h, w)
         if MODEL_OF.get(name) and "model" in s.sections:  # what its batches need (GLM: block positions)
             s.sections["model"] = dataclasses.replace(s.sections["model"], **MODEL_OF[name])
+    tables = {n: OBJECTIVES[n].config(**s.objectives.get(n, {})).table() for n in names
+              if hasattr(OBJECTIVES[n].config, "table")}  # tlm, translate: a language id per side
+    if tables and "model" in s.sections:
+        need, widest = max((len(t) + 1, n) for n, t in tables.items())
+        n_langs = s.sections["model"].n_langs
+        if n_langs == 0:  # 0 = no table: one sized to the objectives' languages
+            s.sections["model"] = dataclasses.replace(s.sections["model"], n_langs=need)
+        elif n_langs < need:
+            raise ConfigError(f"model.n_langs={n_langs}: {widest}'s languages {','.join(tables[widest])} need "
+                              f"n_langs >= {need} (0 = a table of that size)")
     check_engine(s, names)
     for name in names:  # files an objective reads (phrase's lexicon), before the process group
         lexicon = getattr(OBJECTIVES[name].config(**s.objectives.get(name, {})), "lexicon", "")
@@ -261,7 +284,7 @@ def guarded(main: Callable[[list[str]], int], argv: list[str]) -> int:
     it prints the message itself. This rank's /dev/shm buffer file is deleted on every exit path."""
     try:
         return main(argv)
-    except (ConfigError, checkpoint.CheckpointError) as e:
+    except (ConfigError, _checkpoint_error()) as e:
         if launched_rank() != 0 and launched_world() > 1:
             time.sleep(PEER_WAIT_S)
         print(f"error: {e}", file=sys.stderr, flush=True)
@@ -452,6 +475,9 @@ def train(engine, stream, run: RunConfig, *, start: int, heads: list[str], weigh
     (every, fn(step)) run after steps that are multiples of ``every`` (> 0), except the last (the
     recipe evaluates at the end itself). Checkpoints every ``run.save_every`` steps and at the end,
     recording ``config`` (the run's settings, codept.train.resume.flat; default the RunConfig)."""
+    from codept.model.pretrainer import target_counts as _target_counts
+    from codept.train import checkpoint
+
     k = engine.gradient_accumulation_steps()
     set_horizon(stream, run.steps * k * run.micro_batch_rows)
     tokens = 0
@@ -466,7 +492,7 @@ def train(engine, stream, run: RunConfig, *, start: int, heads: list[str], weigh
         if cache is not None:  # the contrastive head's negatives: every micro-batch of the step
             cache.prepare([{k_: v.to(engine.device) if hasattr(v, "to") else v for k_, v in b.items()} for b in micro])
         scalars = _engine().train_step(engine, micro, forward, heads=heads, weights=weights,
-                               count_fn=lambda b: target_counts(b, engine.module.heads))
+                               count_fn=lambda b: _target_counts(b, engine.module.heads))
         log.step(step + 1, scalars)
         for every, fn in hooks:
             if every and (step + 1) % every == 0 and step + 1 < run.steps:
@@ -813,6 +839,8 @@ def _streams(job: Job, recipe: Recipe):
 def _engine_and_resume(job: Job, stream, plan) -> tuple:
     """Step 3 of :func:`run`: model + heads, output priors, the engine (``job.engine``), resume.
     Returns (Pretrainer, MLM head loaded from --init-from, priors counted, first step)."""
+    from codept.train import checkpoint
+
     E, run_cfg = _engine(), job.run
     checkpoint.seed_all(run_cfg.seed, 0)  # identical initial weights on every rank
     net, job.model_cfg, head_loaded = build_model(job)

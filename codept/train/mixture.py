@@ -53,8 +53,10 @@ def parse_mixture(spec: str, corpora: dict[str, str] | None = None) -> list[tupl
         if not (math.isfinite(w) and w > 0):
             raise ConfigError(f"data.mixture={spec!r}: weight {raw!r} of {key} must be finite and > 0 "
                               "(drop the objective instead of weighing it 0)")
-        if key in dict(out):
-            raise ConfigError(f"data.mixture={spec!r}: {key} appears twice (give it one weight)")
+        same = [k for k, _ in out if (objective_of(k), corpus_of(k)) == (name, corpus)]
+        if same:  # mlm and mlm@code are one entry (code is the default corpus)
+            raise ConfigError(f"data.mixture={spec!r}: {key} appears twice"
+                              f"{f' (as {same[0]})' if same[0] != key else ''} (give it one weight)")
         out.append((key, w))
     if not out:
         raise ConfigError(f"data.mixture={spec!r}: name at least one objective as name:weight")

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,6 +139,18 @@ def _describe(blocking: dict) -> str:
     return ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in blocking.items())
 
 
+def _check_creatable(out_dir: str) -> None:
+    """The folder can be made: its nearest existing ancestor is a folder this process may write in
+    (else the run failed at its first log line, after the process group and prepare)."""
+    parent = Path(out_dir).expanduser().absolute()
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ConfigError(f"out_dir={out_dir}: {parent} is a file, so the folder cannot be made")
+    if not (Path(out_dir).exists() or os.access(parent, os.W_OK | os.X_OK)):
+        raise ConfigError(f"out_dir={out_dir}: {parent} is not writable, so the folder cannot be made")
+
+
 def plan(out_dir: str, given: bool, now: dict, may_change: dict | None = None) -> Plan:
     """Where this run writes and what it resumes (module docstring); ConfigError when ``out_dir``
     was given and holds a run of other settings."""
@@ -148,6 +161,7 @@ def plan(out_dir: str, given: bool, now: dict, may_change: dict | None = None) -
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"out_dir={out_dir}: exists and is not a folder")
+    _check_creatable(out_dir)
     verdict, blocking, applied, step = _verdict(out, now, may_change)
     if verdict == "other" and given:
         raise ConfigError(f"out_dir={out_dir} holds a run (checkpoint at step {step}) of other settings: "
