@@ -207,11 +207,10 @@ def _mask_share(micro: list[dict], mask_id: int) -> tuple[float, int]:
 @pytest.fixture(scope="module")
 def mixed_run(tmp_path_factory):
     """A recipe run of mlm (a [MASK] share falling from 0.80 at progress 0 to 0 at the end) and
-    t5_span on rows of 128 (its length not given: the recipe fits it), 6 steps, buffers of one
-    document so that progress moves during the run (at data.buffer=4 the 96 rows of the run are
-    one buffer: progress 0 throughout, as documented); its micro-batches recorded."""
+    t5_span on rows of 128 (its length not given: the recipe fits it), 6 steps at the preset's
+    buffer, as a user runs it; its micro-batches recorded."""
     tmp = tmp_path_factory.mktemp("mixed")
-    items = merged(*SMALL, f"out_dir={tmp / 'run'}", "steps=6", "data.buffer=1", "global_batch_rows=16",
+    items = merged(*SMALL, f"out_dir={tmp / 'run'}", "steps=6", "global_batch_rows=16",
                    "data.mixture=mlm:1,t5_span:1", "objective.mlm.p_mask_final=0", "objective.mlm.schedule_start=0")
     rc, out, seconds = _python(tmp, str(REPO / "tests" / "recipe_batches.py"), str(tmp / "b.npz"), "6",
                                str(SCRIPT["code"]), *items)
@@ -232,7 +231,10 @@ def test_a_run_without_a_launcher_trains(mixed_run):
 @pytest.mark.slow
 def test_mask_share_is_at_its_start_value_at_step_1_of_a_recipe_run(mixed_run):
     """Issue 30.3: the [MASK] share of the rows of step 1 is the schedule's start value (0.80; the
-    issue measured 0.474), and it falls during the run (progress moves per packing buffer)."""
+    issue measured 0.474). This run is within one packing buffer (t5_span reads every window of a
+    document at once: one email file gives 202 rows), so the share stays there, as documented
+    (docs/training.md "Schedules"); that it falls over many buffers is
+    tests/test_train_loop.py::test_mask_share_schedule_starts_at_its_start_value_at_step_1."""
     from codept.objectives.render import Vocab
     from codept.tokenizer import load_tokenizer
 
@@ -240,9 +242,7 @@ def test_mask_share_is_at_its_start_value_at_step_1_of_a_recipe_run(mixed_run):
     summary = json.loads((tmp / "run" / "summary.json").read_text())
     vocab = Vocab.from_tokenizer(load_tokenizer(summary["tokenizer"]))
     first, n = _mask_share(batches[0], vocab.mask_id)
-    assert n >= 100 and 0.70 < first < 0.90, (first, n)
-    last, m = _mask_share(batches[5], vocab.mask_id)
-    assert m >= 50 and last < 0.6, (first, last, m)
+    assert n >= 100 and 0.72 < first < 0.88, (first, n)
 
 
 @pytest.mark.slow
@@ -327,9 +327,9 @@ RUST = "fn add(a: i64, b: i64) -> i64 {{\n    a + b + {i}\n}}\n"
 
 def _code_pairs(folder: Path, n: int = 40) -> list[Path]:
     """A user's parallel code: both jsonl spellings (translate's own lang_a/code_a/lang_b/code_b and
-    prepare-text's src/tgt with src_lang/tgt_lang), and a TSV of one-line pairs."""
+    prepare-text's src/tgt with src_lang/tgt_lang), and a TSV of one-line pairs named NAME.SRC-TGT.tsv."""
     folder.mkdir(parents=True, exist_ok=True)
-    a, b, c = folder / "py_java.jsonl", folder / "py_rust.jsonl", folder / "oneliners.tsv"
+    a, b, c = folder / "py_java.jsonl", folder / "py_rust.jsonl", folder / "oneliners.py-js.tsv"
     a.write_text("".join(json.dumps({"lang_a": "python", "code_a": PY.format(i=i), "lang_b": "java",
                                      "code_b": JAVA.format(i=i)}) + "\n" for i in range(n)))
     b.write_text("".join(json.dumps({"src_lang": "py", "src": PY.format(i=i), "tgt_lang": "Rust",
@@ -342,13 +342,12 @@ def test_prepare_text_keeps_code_pairs(tmp_path):
     """Issue 30.5: prepare-text dropped every code pair (unknown_pair_langs: 40 of 40 lines, and
     translate's own jsonl format was bad_record), so training found an empty views dataset. Now code
     languages are pair languages (by name or alias: 'py', 'Rust'); 'cs' (Czech) stays a natural language."""
-    from codept.text.prepare import TextConfig, prepare_text
+    from codept.text.prepare import prepare_text
     from codept.text.readers import pair_lang
 
     a, b, c = _code_pairs(tmp_path / "src")
     out = prepare_text([str(a), str(b)], out=tmp_path / "v", progress=False)
-    tsv = prepare_text([str(c)], out=tmp_path / "t", cfg=TextConfig(pair_langs=("python", "javascript")),
-                       progress=False)
+    tsv = prepare_text([str(c)], out=tmp_path / "t", progress=False)  # languages from the name
     from datasets import load_from_disk
 
     pairs = load_from_disk(str(tmp_path / "v" / "pairs"))

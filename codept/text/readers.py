@@ -819,7 +819,8 @@ def pair_lang(name: str) -> str:
 
 
 def langs_from_name(path: str) -> tuple[str, str] | None:
-    """``name.en-zh_CN.tsv`` -> ('text', 'zh'); None when the name carries no pair."""
+    """``name.en-zh_CN.tsv`` -> ('text', 'zh'), ``name.py-js.tsv`` -> ('python', 'javascript'); None
+    when the name carries no pair."""
     name = Path(path).name
     for suf in (".gz", ".tsv", ".jsonl"):
         if name.endswith(suf):
@@ -828,7 +829,7 @@ def langs_from_name(path: str) -> tuple[str, str] | None:
     if not m:
         return None
     try:
-        return normalise_lang(m.group(1)), normalise_lang(m.group(2))
+        return pair_lang(m.group(1)), pair_lang(m.group(2))
     except ValueError:
         return None
 
