@@ -22,6 +22,7 @@ when a string-choice field has an allowed value no variant uses.
 from __future__ import annotations
 
 import dataclasses
+import types
 import typing
 
 import numpy as np
@@ -142,7 +143,8 @@ def _scalars(batches, key):
 def _matched(batch) -> int:
     from codept.model.heads import ContrastiveHead
 
-    return ContrastiveHead(None).count(batch) if "scalar.pair" in batch else 0
+    # the head's own count (it reads only the field), without a model: the head now sizes itself from one
+    return ContrastiveHead.count(types.SimpleNamespace(field="scalar.pair"), batch) if "scalar.pair" in batch else 0
 
 
 CHECKS = {  # what the variant must visibly do in the two batches
