@@ -8,7 +8,8 @@ collator with the per-document 4-D attention mask that Hugging Face models need.
 1. :func:`packed_dataset` builds the recipes' stream (codept.train.loop.streams / packed: the same
    mixture rule, objectives and packing) for ONE rank: ``rank``/``world`` given, else
    torch.distributed's when it is initialised, else the launcher's ``RANK``/``WORLD_SIZE``, else 0/1.
-   Ranks read disjoint documents (codept.data.stream.Mixture).
+   Ranks read disjoint buffers of one stream (codept.data.stream, 5: rank r of n packs buffers
+   r, r + n, ...; below, "buffer" counts this rank's buffers).
 2. :class:`PackedDataset` (a torch IterableDataset over a PackedStream) shards by WHOLE buffers
    over DataLoader workers: worker w of W packs buffers start + w, start + w + W, ... (each buffer
    is a pure function of its index), so the union over workers x ranks holds every row of the
@@ -97,9 +98,9 @@ def _buffer_range(start: int, stop: int | float, step: int) -> Iterator[int]:
 
 
 def _rows(stream: PackedStream, ks) -> Iterator[dict]:
-    """The rows of buffers ``ks`` of ``stream``, in order."""
+    """The rows of this rank's buffers ``ks`` (positions in its plan) of ``stream``, in order."""
     for k in ks:
-        yield from stream.rows_of_buffer(k)
+        yield from stream.rows_of_buffer(stream.buffer_at(k))
 
 
 def packed_dataset(views, mixture: str, vocab, seq_len: int, *, seed: int = 0, buffer: int = 256,

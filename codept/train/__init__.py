@@ -13,8 +13,8 @@ Importing this package imports nothing heavy; ``codept.train.engine`` loads Deep
     eng = engine.build_engine(model, cfg, world)       # batch keys / AdamW / schedule derived + injected
     checkpoint.seed_all(cfg.seed, world.rank)          # per-rank dropout streams
     resume = checkpoint.load(eng, cfg.out_dir)         # None on a fresh run
-    stream = PackedStream(Mixture(..., rank=world.rank, world=world.world_size), ...)
-    if resume: stream.load_state_dict(resume.client_state["stream"])
+    stream = PackedStream(Mixture(...), ..., rank=world.rank, world=world.world_size)
+    if resume: stream.load_state_dict(resume.stream_state(world))  # re-split on another world size
     rows = checkpoint.resume_iterator(stream, resume)  # starts the iterator, THEN restores RNG
     for step in range(resume.step if resume else 0, cfg.steps):
         micro = [collate([next(rows) for _ in range(cfg.micro_batch_rows)]) for _ in range(k)]

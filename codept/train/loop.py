@@ -316,9 +316,11 @@ def streams(views, mixture: list[tuple[str, float]], vocab, settings: dict, wrap
 def packed(sources: list, mixture, seed: int, world, seq_len: int, pad_id: int, buffer: int,
            long: str = "split", rows: str = "packed") -> PackedStream:
     """This rank's packed stream over ``sources`` with the mixture's weights (``long``, ``rows``:
-    the document strategies of codept.data.pack.pack)."""
-    mix = Mixture(sources, [w for _, w in mixture], seed=seed, rank=world.rank, world=world.world_size)
-    return PackedStream(mix, seq_len=seq_len, pad_id=pad_id, buffer=buffer, long=long, rows=rows)
+    the document strategies of codept.data.pack.pack): the job's one Mixture, its buffers dealt to
+    the ranks (codept.data.stream, 5: resumable on another world size)."""
+    mix = Mixture(sources, [w for _, w in mixture], seed=seed)
+    return PackedStream(mix, seq_len=seq_len, pad_id=pad_id, buffer=buffer, long=long, rows=rows,
+                        rank=world.rank, world=world.world_size)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -372,7 +374,7 @@ def _fixed_rows(stream: PackedStream, n_rows: int, docs_per_rank: int) -> list[d
     rows, empty_steps = [], 0
     while len(rows) < n_rows:
         got = stream.rows_of_buffer(stream.k)
-        stream.k += 1
+        stream.pos += 1
         empty_steps = 0 if got else empty_steps + stream.buffer
         if empty_steps >= max(docs_per_rank, 1):
             return []
@@ -453,16 +455,17 @@ def set_horizon(stream, rows_per_rank: int) -> int:
     the buffer): a buffer's rows are shuffled together, so the rows of any one step come from the
     whole buffer. (Per mixture step, a run shorter than one buffer -- every CPU preset -- drew most
     of its first rows late in the schedule: the [MASK] share of step 1 was 0.47, not 0.80.) The run
-    consumes about K = rows_per_rank x (documents per row of buffer 0 at progress 0) / buffer
-    buffers; buffer k gets progress k / (K - 1) (horizon (K - 1) x buffer): a pure function of the
-    data and settings, so a resumed run computes the same. A run within one buffer stays at
-    progress 0 (lower data.buffer for a finer schedule). A horizon already set is kept. Returns it."""
+    consumes about K = rows_per_rank x ranks / (rows of buffer 0 at progress 0) buffers of the
+    job's one mixture (so K is the same on any world size of the same global batch); buffer k
+    gets progress k / (K - 1) (horizon (K - 1) x buffer): a pure function of the data and settings,
+    so a resumed run computes the same. A run within one buffer stays at progress 0 (lower data.buffer for a finer schedule). A horizon already set is kept. Returns it."""
     m = getattr(stream, "mixture", None)
     if m is None:  # not a PackedStream over a Mixture: nothing to set
         return 0
     if not m.horizon and rows_per_rank > 0:
         rows = len(stream.rows_of_buffer(0))
-        buffers = max(1, math.ceil(rows_per_rank / max(rows, 1)))
+        # buffers of the whole job (the ranks share one mixture): the same on any world size
+        buffers = max(1, math.ceil(rows_per_rank * getattr(stream, "world", 1) / max(rows, 1)))
         m.quantum = stream.buffer
         m.horizon = max(1, buffers - 1) * stream.buffer
     return m.horizon
