@@ -14,6 +14,9 @@ Modes:
   norm   one optimizer step on fixed micro-batches with UNEQUAL valid-token counts (norm_batches),
          dump the logged loss, the reduced gradients and the parameters after the step to OUT/norm.pt
          (rank 0), then --extra_steps ordinary steps whose losses go to OUT/<--log>.
+Data options: --rows/--long (codept.data.pack), --record NAME (each rank logs the documents of
+every step's rows to OUT/NAME-rank<r>.jsonl), --dump_load (the weights and Adam moments right after
+the resume to OUT/load.pt).
 Fault injection (tests only): --die_in_save STEP makes rank 1 write half of its first DeepSpeed file
 of that save and SIGKILL itself; --step_sleep S slows steps so an outside kill lands mid-run.
 The module level defines the model and data only (no deepspeed import), so tests import it for the
@@ -82,11 +85,22 @@ def make_doc(index: int, rng: np.random.Generator) -> Example:
     return Example(input_ids=inp, prefix=np.ones(n, bool), labels={"lm": labels})
 
 
-def make_stream(seed: int, rank: int, world: int, seq_len: int):
+def make_doc_tagged(index: int, rng: np.random.Generator) -> Example:
+    """:func:`make_doc` carrying its document index (``scalar.doc`` of the rows: which examples a
+    rank trained on)."""
+    ex = make_doc(index, rng)
+    ex.scalars = {"doc": index}
+    return ex
+
+
+def make_stream(seed: int, rank: int, world: int, seq_len: int, rows: str = "packed", long: str = "split",
+                tagged: bool = False):
+    """The job's one stream of synthetic documents, buffers dealt to the ranks (codept.data.stream, 5)."""
     from codept.data.stream import Mixture, PackedStream, Source
 
-    src = Source("synthetic", 4000, make_doc)
-    return PackedStream(Mixture([src], [1.0], seed=seed, rank=rank, world=world), seq_len, PAD_ID, buffer=16)
+    src = Source("synthetic", 4000, make_doc_tagged if tagged else make_doc)
+    return PackedStream(Mixture([src], [1.0], seed=seed), seq_len, PAD_ID, buffer=16, rank=rank, world=world,
+                        rows=rows, long=long)
 
 
 def norm_batches(rank: int, k: int = 2, rows: int = 2, seq_len: int = 32) -> list[dict]:
@@ -144,6 +158,12 @@ def main(argv=None) -> int:
     p.add_argument("--step_sleep", type=float, default=0.0)
     p.add_argument("--die_in_save", type=int, default=-1)
     p.add_argument("--log", default="losses.jsonl", help="per-step losses file under --out (rank 0)")
+    p.add_argument("--rows", default="packed", choices=("packed", "document"), help="codept.data.pack rows=")
+    p.add_argument("--long", default="split", help="codept.data.pack long=")
+    p.add_argument("--dump_load", action="store_true", help="after the resume, rank 0 saves the gathered "
+                   "weights and Adam moments to OUT/load.pt")
+    p.add_argument("--record", default="", help="each rank appends the documents of every step's rows to "
+                   "OUT/<record>-rank<r>.jsonl")
     a = p.parse_args(argv)
 
     from codept.data.collate import collate
@@ -183,15 +203,27 @@ def main(argv=None) -> int:
         if resume is not None:
             start = resume.step
             if world.rank == 0:
-                print(f"ds_worker: resumed from {resume.path} at step {start}", flush=True)
+                print(f"ds_worker: resumed from {resume.path} at step {start} (saved by {resume.world} ranks)",
+                      flush=True)
+                print("\n".join(resume.changes), flush=True)
         steps = cfg.steps
 
-    stream = make_stream(cfg.seed, world.rank, world.world_size, cfg.seq_len)
+    if a.dump_load:
+        params, moments = E.full_params(eng), E.full_optimizer_states(eng)  # collectives
+        if world.rank == 0:
+            torch.save({"params": params, "moments": moments}, out / "load.pt")
+    stream = make_stream(cfg.seed, world.rank, world.world_size, cfg.seq_len, a.rows, a.long, bool(a.record))
     if resume is not None:
-        stream.load_state_dict(resume.client_state["stream"])
+        stream.load_state_dict(resume.stream_state(world.rank, world.world_size))
     rows = ckpt.resume_iterator(stream.iter_loader(0), resume)
+    if resume is not None and resume.rng is None:  # another world size: reseeded, after the iterator drew
+        ckpt.seed_all(cfg.seed, world.rank, resume.step)
+    record = open(out / f"{a.record}-rank{world.rank}.jsonl", "a", buffering=1) if a.record else None
     for step in range(start, steps):
         micro = [collate([next(rows) for _ in range(cfg.micro_batch_rows)]) for _ in range(k)]
+        if record:
+            docs = [int(d) for b in micro for d in b["scalar.doc"].flatten().tolist() if d >= 0]
+            record.write(json.dumps({"step": step + 1, "rank": world.rank, "docs": docs}) + "\n")
         logs = E.train_step(eng, micro, lm_loss)
         if losses:
             losses.write(json.dumps({"step": step + 1, "loss": logs["loss"], "lr": logs["lr"]}) + "\n")
@@ -201,8 +233,10 @@ def main(argv=None) -> int:
             ckpt.save(eng, cfg.out_dir, step + 1, {"stream": stream.state_dict()}, config=cfg,
                       keep_last=cfg.keep_last)
     params = E.full_params(eng)
+    moments = E.full_optimizer_states(eng)
     if world.rank == 0:
-        (out / "final.json").write_text(json.dumps({"sha256": _params_sha(params), "steps": steps}))
+        (out / "final.json").write_text(json.dumps({"sha256": _params_sha(params), "steps": steps,
+                                                    "optim_sha256": _params_sha(moments)}))
     E.shutdown()
     return 0
 

@@ -22,11 +22,28 @@ file or fsync, and saves no RNG and no per-rank client state; a kill during a sa
      ``latest`` and fsyncs ``OUT``. Optionally deletes all but the newest ``keep_last`` checkpoints.
   5. Rank 0's verdict is broadcast; every rank raises if it failed. A kill anywhere before the rename
      leaves ``latest`` on the previous complete checkpoint.
-:func:`load` (all ranks): reads ``latest``; refuses when the world size differs from the one that
-saved (the stream is sharded per rank and ZeRO partitions optimizer state per rank); each rank checks
-every file's size and its own files' sha256, then reads its own ``rank<r>.pt`` (failures gathered so
-all ranks raise together); ``engine.load_checkpoint``; returns a :class:`Resume` with the rank's
-client state and RNG. Every file is read with ``torch.load(weights_only=True)``: ``rank<r>.pt``
+:func:`load` (all ranks): reads ``latest``; each rank checks every file's size and its own files'
+sha256, then reads its own ``rank<r>.pt`` (failures gathered so all ranks raise together);
+``engine.load_checkpoint``; returns a :class:`Resume` with the rank's client state and RNG.
+On another world size (N ranks saved, M load; issue 23.6):
+  1. the sha256 of old rank i's files is checked by new rank i mod M; every new rank reads every
+     old ``rank<i>.pt`` (:attr:`Resume.peers`: the client states, e.g. for
+     codept.data.stream.resplit through :meth:`Resume.stream_state`);
+  2. ZeRO partitions the fp32 weights and Adam moments per rank, and DeepSpeed 0.19.8 refuses to
+     load them on another data-parallel size ("Automatic adjustment of ZeRO's optimizer state
+     partitioning with a new world size is not currently supported"; its ZeRO-1/2
+     ``elastic_checkpoint`` path sits behind that check, and zero_to_fp32 keeps the weights only).
+     So rank 0 converts the checkpoint once to a DeepSpeed universal checkpoint
+     (deepspeed.checkpoint.ds_to_universal, in-process, one worker: one folder per parameter with
+     its fp32 weights, exp_avg, exp_avg_sq and step, rank-independent) into ``OUT/<tag>/universal``
+     (written under a temporary name, renamed when complete, reused by a later resume of the same
+     save), and every rank loads it with ``checkpoint.load_universal`` set on its engine for the
+     load only: weights, moments, step and lr schedule as saved (ZeRO 1, 2 and 3);
+  3. the RNG is not restored (:attr:`Resume.rng` is None): N ranks' dropout streams do not map to
+     M ranks; the caller reseeds (:func:`seed_all` with the step);
+  4. :attr:`Resume.changes` says what changed, for the log.
+  A checkpoint that cannot be honoured on M ranks is refused with the reason: DeepSpeed cannot
+  convert it, or a stream state of layout 1 (codept.data.stream: documents sharded per rank). Every file is read with ``torch.load(weights_only=True)``: ``rank<r>.pt``
 holds plain data and tensors only (RNG states as tensors, format 2), DeepSpeed's files are read
 through its checkpoint engine with DeepSpeed's own few types allowed by name
 (codept.train.engine.checkpoint_globals). A pickle planted in any of them is refused before it
@@ -38,14 +55,24 @@ torch's global RNG, which the uninterrupted run did once at its start. :func:`re
 in the right order (fetch the first item, then :func:`restore_rng`); call it, or ``restore_rng``
 yourself at that moment, and before the first forward.
 
+DeepSpeed's converter and its universal loader call ``torch.load(weights_only=False)``: while they
+run, ``torch.load`` is replaced by the same allow-list load, so a planted pickle runs no code there
+either.
+
 Cost: one extra read of each rank's own files for the hash (about 1 GB/s); small JSON/torch files.
+A world-size change: one conversion (reads every ZeRO file, writes 3 x fp32 model size to disk;
+seconds for the CPU presets) on rank 0 while the others wait.
 NOT covered: node-local (non-shared) checkpoint storage (rank 0 checks the other ranks' files on
-disk), DeepSpeed's decoupled/async checkpoint engines (refused), resuming with another world size
-(refused; convert with DeepSpeed's zero_to_fp32 and start a new run from the weights).
+disk), DeepSpeed's decoupled/async checkpoint engines (refused), NVMe offload and MoE checkpoints
+on another world size (DeepSpeed's converter; refused with its error), a bit-exact continuation
+across a world-size change (another reduction order, reseeded dropout).
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
 import itertools
 import json
 import os
@@ -87,11 +114,12 @@ def tag_for(step: int) -> str:
 # RNG
 
 
-def seed_all(seed: int, rank: int = 0) -> None:
+def seed_all(seed: int, rank: int = 0, step: int = 0) -> None:
     """Seed python, numpy and torch (CPU + CUDA) from (seed, rank). Call with rank=0 on every rank
     before building the model (identical init everywhere; ZeRO-3 needs it), then with the real rank
-    (distinct dropout streams per rank)."""
-    s = int(np.random.SeedSequence([seed, rank]).generate_state(1)[0])
+    (distinct dropout streams per rank); ``step`` > 0: the streams of a run resumed at that step on
+    another world size (:class:`Resume` ``rng`` None), distinct from those of the start."""
+    s = int(np.random.SeedSequence([seed, rank] + ([step] if step else [])).generate_state(1)[0])
     random.seed(s)
     np.random.seed(s)
     torch.manual_seed(s)  # also seeds every CUDA device
@@ -308,7 +336,26 @@ class Resume:
     """For :func:`restore_rng` / :func:`resume_iterator` (after the data iterator exists)."""
     config: dict | None = None
     world: int = 1
+    """The world size that saved the checkpoint."""
     extra: dict = field(default_factory=dict)
+    peers: list = field(default_factory=list)
+    """On another world size: the client state of every rank that saved, by rank ([] otherwise)."""
+    changes: list = field(default_factory=list)
+    """Lines for the log: what a resume on another world size changed ([] otherwise)."""
+
+    def stream_state(self, rank: int, world: int, key: str = "stream") -> dict:
+        """This rank's data-stream state: its own on the same world size, else the saved ranks'
+        states re-split for ``world`` ranks (codept.data.stream.resplit); CheckpointError when they
+        cannot be (a stream of layout 1), the same on every rank."""
+        if world == self.world:
+            return self.client_state[key]
+        from codept.data.stream import resplit
+
+        try:
+            return resplit([cs[key] for cs in self.peers], world)[rank]
+        except (ValueError, KeyError) as e:
+            raise CheckpointError(f"checkpoint {self.path} was saved by {self.world} ranks, this job has {world}: "
+                                  f"its data stream cannot be re-split ({e})") from None
 
     def config_changes(self, config) -> dict:
         """{field: (saved, now)} for the fields that differ from the saved run config."""
@@ -337,36 +384,128 @@ def load(engine, out: str | os.PathLike) -> Resume | None:
     if 0 not in manifests:
         raise CheckpointError(f"{out}/latest names {tag}, but {tag_dir}/rank0.json is missing")
     saved_world, save_id = manifests[0]["world"], manifests[0]["save_id"]
-    if saved_world != world:
-        raise CheckpointError(f"checkpoint {tag_dir} was saved by {saved_world} data-parallel ranks, this job has "
-                         f"{world}: resuming needs the same world size (the data stream is sharded per rank "
-                         f"and ZeRO partitions optimizer state per rank). Relaunch with {saved_world} ranks, or "
-                         "start a new run (another out_dir) from the weights")
+    other = saved_world != world  # another world size: module docstring, "On another world size"
     problems = []
     for i in range(saved_world):
         m = manifests.get(i)
         if m is None or m["save_id"] != save_id:
             problems.append(f"{tag_dir}/rank{i}.json missing or from another save")
         else:
-            problems += check_files(tag_dir, m, hashes=(i == r))
-    state = None
-    if not problems:  # codept's own file, before anything of DeepSpeed's is read
-        try:
-            state = read_rank_state(tag_dir / f"rank{r}.pt")
-            if state["rank"] != r or state["save_id"] != save_id:
-                problems.append(f"{tag_dir}/rank{r}.pt is for rank {state['rank']} / save {state['save_id']}")
-        except CheckpointError as e:
-            problems.append(str(e))
+            problems += check_files(tag_dir, m, hashes=(i % world == r) if other else (i == r))
+    states: dict[int, dict] = {}
+    if not problems:  # codept's own files, before anything of DeepSpeed's is read
+        for i in range(saved_world) if other else [r]:
+            try:
+                st = read_rank_state(tag_dir / f"rank{i}.pt")
+                if st["rank"] != i or st["save_id"] != save_id:
+                    problems.append(f"{tag_dir}/rank{i}.pt is for rank {st['rank']} / save {st['save_id']}")
+                states[i] = st
+            except CheckpointError as e:
+                problems.append(str(e))
     problems = [p for ps in E.all_gather_object(problems) for p in ps]  # every rank raises together
     if problems:
         raise CheckpointError(f"checkpoint {tag_dir} (named by {out}/latest) fails verification: "
                               + "; ".join(sorted(set(problems))))
-    path = _load_deepspeed(engine, out, tag, E.checkpoint_globals())
+    if not other:
+        path = _load_deepspeed(engine, out, tag, E.checkpoint_globals())
+        if path is None:
+            raise CheckpointError(f"DeepSpeed could not load {tag_dir} (engine.load_checkpoint returned None)")
+        E.barrier()
+        state = states[r]
+        return Resume(step=int(state["step"]), tag=tag, path=tag_dir, client_state=state["client_state"],
+                      rng=state["rng"], config=state["config"], world=saved_world)
+    changes = _load_other_world(engine, tag_dir, tag, save_id, saved_world, world)
+    state = states[0]
+    return Resume(step=int(state["step"]), tag=tag, path=tag_dir, client_state=None, rng=None,
+                  config=state["config"], world=saved_world,
+                  peers=[states[i]["client_state"] for i in range(saved_world)], changes=changes)
+
+
+UNIVERSAL = "universal"  # OUT/<tag>/universal: the checkpoint as a DeepSpeed universal checkpoint
+
+
+def _load_other_world(engine, tag_dir: Path, tag: str, save_id: str, saved_world: int, world: int) -> list[str]:
+    """Steps 2 and 4 of "On another world size" (module docstring): the weights and optimizer state
+    of ``tag_dir`` (saved by ``saved_world`` ranks) into ``engine`` (``world`` ranks); returns the
+    log lines."""
+    from codept.train import engine as E
+
+    allowed = E.checkpoint_globals()
+    stage = engine.zero_optimization_stage()
+    if stage == 0:  # nothing partitioned: DeepSpeed's own files load on any world size
+        path = _load_deepspeed(engine, tag_dir.parent, tag, allowed)
+        if path is None:
+            raise CheckpointError(f"DeepSpeed could not load {tag_dir} (engine.load_checkpoint returned None)")
+        E.barrier()
+        return [f"resume: world size {saved_world} -> {world}: weights and optimizer state as saved (no ZeRO "
+                "partitioning)"]
+    univ = tag_dir / UNIVERSAL
+    error = ""
+    if E.rank() == 0:
+        error = convert_universal(tag_dir, save_id, allowed)
+    error = E.broadcast_object(error)
+    if error:
+        raise CheckpointError(f"checkpoint {tag_dir} was saved by {saved_world} ranks, this job has {world}: "
+                              f"DeepSpeed could not convert it to a universal checkpoint ({error}); resume with "
+                              f"{saved_world} ranks")
+    cfg = engine._config
+    before = cfg.load_universal_checkpoint
+    cfg.load_universal_checkpoint = True  # for this load only (DeepSpeed reads it at load time)
+    try:
+        with allow_listed_torch_load(allowed):
+            path = _load_deepspeed(engine, univ, tag, allowed)
+    finally:
+        cfg.load_universal_checkpoint = before
     if path is None:
-        raise CheckpointError(f"DeepSpeed could not load {tag_dir} (engine.load_checkpoint returned None)")
+        raise CheckpointError(f"DeepSpeed could not load the universal checkpoint {univ / tag}")
     E.barrier()
-    return Resume(step=int(state["step"]), tag=tag, path=tag_dir, client_state=state["client_state"],
-                  rng=state["rng"], config=state["config"], world=saved_world)
+    return [f"resume: world size {saved_world} -> {world}: ZeRO-{stage} weights and optimizer state "
+            f"re-partitioned through the DeepSpeed universal checkpoint {univ}"]
+
+
+def convert_universal(tag_dir: Path, save_id: str, allowed: list) -> str:
+    """``tag_dir`` as a DeepSpeed universal checkpoint in ``tag_dir/universal/<tag>`` (rank 0; kept
+    and reused for the same save id); '' on success, else DeepSpeed's error in one line."""
+    univ = tag_dir / UNIVERSAL
+    marker = univ / "codept_save_id"
+    if marker.is_file() and marker.read_text().strip() == save_id:
+        return ""
+    from deepspeed.checkpoint import ds_to_universal
+
+    tmp = tag_dir / f"{UNIVERSAL}.tmp{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    args = argparse.Namespace(input_folder=str(tag_dir), output_folder=str(tmp / tag_dir.name),
+                              num_extract_workers=1, num_merge_workers=1, keep_temp_folder=False, strict=True,
+                              inject_missing_state=True)
+    log = io.StringIO()
+    try:
+        with allow_listed_torch_load(allowed), contextlib.redirect_stdout(log):
+            ds_to_universal.main(args)
+    except Exception as e:  # DeepSpeed raises what it raises (AssertionError, ValueError, NotImplementedError ...)
+        shutil.rmtree(tmp, ignore_errors=True)
+        return f"{type(e).__name__}: {e}".splitlines()[0][:300]
+    (tmp / "codept_save_id").write_text(save_id)
+    shutil.rmtree(univ, ignore_errors=True)
+    os.replace(tmp, univ)
+    _fsync_dir(tag_dir)
+    return ""
+
+
+_TORCH_LOAD = torch.load  # the real one (allow_listed_torch_load replaces the attribute for a while)
+
+
+@contextlib.contextmanager
+def allow_listed_torch_load(allowed: list):
+    """While inside: every ``torch.load`` (DeepSpeed's converter and universal loader pass
+    ``weights_only=False``) is :func:`load_allowed`: plain data, tensors and the ``allowed`` types."""
+    def load(f, map_location=None, *args, **kwargs):
+        return load_allowed(f, allowed, map_location)
+
+    torch.load = load
+    try:
+        yield
+    finally:
+        torch.load = _TORCH_LOAD
 
 
 def _load_deepspeed(engine, out: Path, tag: str, allowed: list):
@@ -396,7 +535,7 @@ def load_allowed(path: str | os.PathLike, allowed: list = (), map_location="cpu"
 
     try:
         with torch.serialization.safe_globals(list(allowed)):
-            return torch.load(path, map_location=map_location, weights_only=True)
+            return _TORCH_LOAD(path, map_location=map_location, weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, OSError, EOFError, ValueError, AttributeError) as e:
         lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
         planted = [ln for ln in lines if "GLOBAL" in ln]  # torch names the global it refused to call
@@ -427,6 +566,6 @@ def resume_iterator(iterable: Iterable, resume: Resume | None) -> Iterator:
     ``resume=None`` it only starts the iterator, so fresh and resumed runs draw the same way."""
     it = iter(iterable)
     first = next(it)
-    if resume is not None:
+    if resume is not None and resume.rng is not None:  # None: another world size (reseeded instead)
         restore_rng(resume.rng)
     return itertools.chain([first], it)

@@ -513,6 +513,20 @@ def full_grads(engine) -> dict[str, torch.Tensor]:
     return out
 
 
+def full_optimizer_states(engine, keys=("exp_avg", "exp_avg_sq")) -> dict[str, torch.Tensor]:
+    """``{"<param>/<key>": fp32 state}`` of every parameter, gathered across ZeRO partitions (Adam's
+    moments by default; for tests of a resume on another world size). Collective under ZeRO."""
+    from deepspeed.utils import safe_get_full_optimizer_state
+
+    out = {}
+    for n, p in _named(engine):
+        for k in keys:
+            v = safe_get_full_optimizer_state(p, k)
+            if v is not None:
+                out[f"{n}/{k}"] = v.detach().clone().float().cpu()
+    return out
+
+
 # ------------------------------------------------------------------------------------------------
 # shutdown
 

@@ -855,9 +855,28 @@ def _engine_and_resume(job: Job, stream, plan) -> tuple:
         return net, head_loaded, priors, 0
     if "steps" in plan.applied:  # the saved lr schedule decays to the old last step
         E.reschedule(job.engine, job.engine.codept_plan.schedule)
-    stream.load_state_dict(resume.client_state["stream"])
-    checkpoint.restore_rng(resume.rng)  # the stream draws from numpy Generators only: restore now
+    stream.load_state_dict(resume.stream_state(job.world.rank, job.world.world_size))  # re-split if needed
+    if resume.rng is not None:
+        checkpoint.restore_rng(resume.rng)  # the stream draws from numpy Generators only: restore now
+    else:  # another world size: N ranks' dropout streams do not map to M ranks
+        checkpoint.seed_all(run_cfg.seed, job.world.rank, resume.step)
+    if resume.changes and job.is_main:
+        print("\n".join(world_change_lines(resume, job.engine.codept_plan, stream)), file=sys.stderr, flush=True)
     return net, head_loaded, priors, resume.step
+
+
+def world_change_lines(resume, plan, stream) -> list[str]:
+    """What a resume on another world size changed (the log): the checkpoint's own lines, the
+    accumulation that keeps the global batch, the re-split stream, the reseeded dropout."""
+    old_k = plan.global_rows // max(1, plan.micro_rows * resume.world)
+    queued = len(getattr(stream, "queue", []))
+    return [*resume.changes,
+            f"resume: gradient accumulation {old_k} -> {plan.grad_accum} micro-batches of {plan.micro_rows} rows "
+            f"(global batch {plan.global_rows} rows, as saved)",
+            f"resume: data stream re-split from {resume.world} to {plan.world} ranks: rank 0 first finishes "
+            f"{queued} buffer(s) in flight or not started, then buffers {getattr(stream, 'frontier', 0)} + r + "
+            f"{plan.world} j (no row lost or repeated)",
+            f"resume: dropout RNG reseeded from (seed, rank, step {resume.step}) on every rank"]
 
 
 def run(recipe: Recipe, argv: list[str]) -> int:
