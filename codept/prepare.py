@@ -67,6 +67,7 @@ from codept.data.jobs import (  # noqa: F401  (SHARD_ROWS, ShardWriter: their ol
     hexkey,
     is_complete,
     key_bytes,
+    load_dataset,
     mark_done,
     printable,
     publish,
@@ -179,18 +180,7 @@ def _view_one(state, item):
     return idx, "ok", v.to_record(), stats
 
 
-def load_views(*outs: str | Path):
-    """Prepared views as one memory-mapped ``datasets.Dataset`` (rows: CodeView.to_record()).
-    Several folders (the shards of a multi-machine prepare) are read as one dataset."""
-    import datasets
-
-    parts = []
-    for out in outs:
-        out = Path(out)
-        if not (out / "DONE").is_file():
-            raise FileNotFoundError(f"{out} is not a complete prepared dataset (no DONE marker)")
-        parts.append(datasets.load_from_disk(str(out)))
-    return parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
+load_views = load_dataset  # prepared views as one memory-mapped datasets.Dataset (codept.data.jobs)
 
 
 # -- keys and the cache check --------------------------------------------------------------------

@@ -1,12 +1,18 @@
-"""Prepared views -> stream sources: typed, columnar, and without a Python-list hop per document.
+"""The view kinds as one floor: every kind of prepared view read the same way, and the stream source.
 
-:func:`open_views` reads a prepared folder (``codept prepare`` -> CodeViews; ``codept prepare-text``
--> ``DIR/text`` TextViews and ``DIR/pairs`` PairViews), a ``datasets.Dataset`` (also after
-``.select``) or a ``pyarrow.Table``, and returns :class:`Views`: the view type read from the Arrow
-schema (never guessed from paths), and every ``list<int32>`` column held as per-record-batch NumPy
-(flat values + offsets, zero-copy over the memory-mapped shards). ``views[i]`` is a real CodeView /
-TextView / PairView whose arrays are read-only slices of those buffers: nothing is converted to
-Python lists, only the few string fields (path, lang, text, names) become Python objects.
+Kinds (:data:`KINDS`): ``code`` (codept.structure.view.CodeView, ``codept prepare``), ``text`` and
+``pair`` (codept.text.view.TextView / PairView, ``codept prepare-text`` -> ``DIR/text``, ``DIR/pairs``),
+``trace`` (codept.exec.views.TraceView, from the rows of ``codept trace``). Each view class carries
+its schema (KIND, ARRAYS, SCHEMA, KEY, DERIVED: codept.data.viewrows), written once in its own module;
+this module holds no column list of its own. One writer: :func:`to_table` (views -> Arrow table).
+
+:func:`open_views` reads any of them: a prepared folder (or several, read as one), a ``codept
+trace`` folder (``tokenizer=`` needed: trace rows are tokenized here, once), a ``datasets.Dataset``
+(also after ``.select``) or a ``pyarrow.Table``, and returns :class:`Views`: the kind read from the
+Arrow schema (never guessed from paths), every ``list<int>`` column held as per-record-batch NumPy
+(flat values + offsets, zero-copy over the memory-mapped shards); ``columns=`` reads only the fields
+named. ``views[i]`` is a real view of its kind whose arrays are read-only slices of those buffers:
+nothing is converted to Python lists, only the few string fields become Python objects.
 
 :func:`view_source` wraps Views and an objective as a codept.data.stream.Source. The objective is
 called as ``objective(view, rng, ctx)`` (codept.data.stream.Context: its own index and epoch, the
@@ -17,14 +23,16 @@ example's own rng, e.g. NSP's random-document negatives), so it stays a pure fun
 Algorithm of ``views[i]``: 1. the record batch holding row i (binary search over batch starts);
 2. a view object whose fields are read on first access (:func:`_lazy`): an array column as
 ``values[offsets[j]:offsets[j + 1]]`` reshaped to the field's width, a string with one Arrow scalar
-conversion. Cost: O(fields read) small NumPy views per document, plus the text copy when the text is
-read (benchmarks/bench_objectives.py). Not covered: views whose arrays hold nulls
-(prepare never writes them), remote / streaming tables (prepare them to disk first).
+conversion, a DERIVED field the table lacks computed by its class. Cost: O(fields read) small NumPy
+views per document, plus the text copy when the text is read (benchmarks/bench_objectives.py); a
+trace folder costs one tokenization of every row at open. Not covered: views whose arrays hold
+nulls (prepare never writes them), remote / streaming tables (prepare them to disk first).
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 from dataclasses import fields
 from functools import partial
 from pathlib import Path
@@ -32,33 +40,46 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from codept.data.jobs import load_dataset
 from codept.data.stream import Source
+from codept.data.viewrows import to_table  # noqa: F401 (the one writer, re-exported)
 
-# kind -> (array field -> (dtype, width; 0 = 1-D)), string/bool fields, list<string> fields
-_TEXT_ARRAYS = {"input_ids": 0, "offsets": 2, "words": 0, "sentences": 2, "paragraphs": 2}
-_CODE_ARRAYS = {"input_ids": 0, "offsets": 2, "leaf": 0, "spans": 3, "idents": 5, "functions": 7, "errors": 2,
-                "dataflow": 3, "summaries": 2}
-_DERIVED = {"summaries"}  # code columns a table written before they existed may lack: computed per view
-KINDS = ("code", "text", "pair")
+# kind -> its view class, imported on first use (text views never import tree-sitter). The order is
+# the order kind_of tries them: code last, so a text table never loads codept.structure.
+KINDS = {"text": "codept.text.view:TextView", "pair": "codept.text.view:PairView",
+         "trace": "codept.exec.views:TraceView", "code": "codept.structure.view:CodeView"}
+
+
+def view_class(kind: str) -> type:
+    """The view class of ``kind`` (one of :data:`KINDS`)."""
+    if kind not in KINDS:
+        raise ValueError(f"kind={kind!r}: expected one of {tuple(KINDS)}")
+    module, _, name = KINDS[kind].partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _required(cls: type) -> set[str]:
+    return set(cls.SCHEMA.names) - set(cls.DERIVED)
 
 
 def kind_of(schema: pa.Schema) -> str:
-    """'code', 'text' or 'pair' from the columns of a views table; an error naming them otherwise."""
+    """The kind whose schema (DERIVED columns aside) the table's columns hold; an error naming them
+    otherwise."""
     names = set(schema.names)
-    if {"has_error", "spans", "idents", "functions"} <= names:
-        return "code"
-    if {"src_input_ids", "tgt_input_ids"} <= names:
-        return "pair"
-    if {"words", "sentences", "paragraphs"} <= names:
-        return "text"
-    raise ValueError(f"not a views table: columns {sorted(names)} match none of the view types {KINDS}")
+    for kind in KINDS:
+        if _required(view_class(kind)) <= names:
+            return kind
+    raise ValueError(f"not a views table: columns {sorted(names)} match none of the view kinds {tuple(KINDS)}")
 
 
 class Views:
-    """A views table as NumPy buffers; ``len(views)``, ``views[i]`` -> the i-th view object."""
+    """A views table as NumPy buffers; ``len(views)``, ``views[i]`` -> the i-th view object.
+    ``columns``: read only these fields (a view then lacks the others: AttributeError)."""
 
-    def __init__(self, table: pa.Table, indices: np.ndarray | None = None):
+    def __init__(self, table: pa.Table, indices: np.ndarray | None = None, columns=None, skipped: int = 0):
         self.kind = kind_of(table.schema)
+        self.cls = view_class(self.kind)
+        self.skipped = skipped  # inputs that gave no view (trace rows that do not parse)
         self._batches = [b for b in table.to_batches() if b.num_rows]
         sizes = np.array([b.num_rows for b in self._batches], dtype=np.int64)
         self._starts = np.concatenate([[0], np.cumsum(sizes)])
@@ -67,16 +88,31 @@ class Views:
         self._n = n_rows if self._indices is None else len(self._indices)
         if self._indices is not None and len(self._indices) and not 0 <= self._indices.min() <= self._indices.max() < n_rows:
             raise ValueError(f"indices outside [0, {n_rows})")
-        arrays = {"code": _CODE_ARRAYS, "text": _TEXT_ARRAYS,
-                  "pair": {f"{s}_{k}": w for s in ("src", "tgt") for k, w in _TEXT_ARRAYS.items()}}[self.kind]
-        self._arrays = arrays
-        # per batch: column -> (flat int32 values, int32/int64 offsets), zero-copy
-        self._cols = [{name: (b.column(name).values.to_numpy(zero_copy_only=False), b.column(name).offsets.to_numpy())
-                       for name in arrays if name in table.schema.names or name not in _DERIVED} for b in self._batches]
-        self._make = {"code": self._code, "text": self._text, "pair": self._pair}[self.kind]
+        present = set(table.schema.names)
+        if columns is not None:
+            columns = set(columns)
+            own = {f.name for f in fields(self.cls)} | set(self.cls.SCHEMA.names)
+            side = {n.split("_", 1)[1] for n in self.cls.SCHEMA.names if "_" in n}  # pair: a side's field names
+            if not columns <= own | side:
+                raise ValueError(f"columns={sorted(columns)}: {self.kind} views have no "
+                                 f"{sorted(columns - own - side)} (fields: {sorted(own - {'stats'})})")
+        self.columns = columns
+        self._read = {n for n in self.cls.SCHEMA.names if n in present and self._wanted(n)}
+        self._widths = {n: w for n, (_, w) in self.cls.ARRAYS.items()}
+        # per batch: array column -> (flat values, offsets), zero-copy
+        self._cols = [{n: (b.column(n).values.to_numpy(zero_copy_only=False), b.column(n).offsets.to_numpy())
+                       for n in self._widths if n in self._read} for b in self._batches]
+
+    def _wanted(self, column: str) -> bool:
+        if self.columns is None or column in self.columns or column == self.cls.KEY:
+            return True
+        return self.kind == "pair" and column.split("_", 1)[-1] in self.columns
 
     def __len__(self) -> int:
         return self._n
+
+    def __iter__(self):
+        return (self[i] for i in range(self._n))
 
     def select(self, indices) -> "Views":
         """The views at `indices` (positions in this Views), in that order."""
@@ -87,21 +123,25 @@ class Views:
         out._indices, out._n = base, len(base)
         return out
 
-    def paths(self) -> list[str]:
-        """The path of every view, in order (one string column read, no arrays)."""
+    def keys(self) -> list[str]:
+        """The split key of every view, in order (the class's KEY column: a path, a trace's source)."""
         rows = np.arange(self._starts[-1]) if self._indices is None else self._indices
         b = np.searchsorted(self._starts, rows, side="right") - 1
-        cols = [bt.column("path").to_pylist() for bt in self._batches]
+        cols = [bt.column(self.cls.KEY).to_pylist() for bt in self._batches]
         return [cols[i][r - int(self._starts[i])] for i, r in zip(b.tolist(), rows.tolist())]
 
+    def paths(self) -> list[str]:
+        """The path of every view, in order (one string column read, no arrays)."""
+        return self.keys()
+
     def split(self, share: float, salt: str = "holdout") -> tuple["Views", "Views"]:
-        """(kept, held-out) views: a view is held out when the hash of ``salt + path`` falls in the
-        first `share` of the hash range, so the split is the same on every rank, machine and run and
-        does not depend on the corpus order."""
+        """(kept, held-out) views: a view is held out when the hash of ``salt + key`` (its path; a
+        trace's source module) falls in the first `share` of the hash range, so the split is the
+        same on every rank, machine and run and does not depend on the corpus order."""
         if not 0.0 <= share < 1.0:
             raise ValueError(f"share={share}: the held-out share must be in [0, 1)")
         h = np.array([int.from_bytes(hashlib.sha1((salt + p).encode("utf-8", "surrogateescape")).digest()[:8], "big")
-                      for p in self.paths()], dtype=np.uint64)
+                      for p in self.keys()], dtype=np.uint64)
         held = h < np.uint64(int(share * 2**64)) if share else np.zeros(len(h), bool)
         return self.select(np.flatnonzero(~held)), self.select(np.flatnonzero(held))
 
@@ -110,67 +150,39 @@ class Views:
             raise IndexError(f"view {i} out of range for {self._n} views")
         row = int(i % self._n) if self._indices is None else int(self._indices[i])
         b = int(np.searchsorted(self._starts, row, side="right")) - 1
-        return self._make(b, row - int(self._starts[b]))
+        j = row - int(self._starts[b])
+        if self.kind == "pair":
+            side = view_class("text")  # each side a TextView over its prefixed columns
+            sides = {s: _lazy(side, partial(self._field, b, j, f"{s}_")) for s in self.cls.SIDES}
+            return self.cls(path=self._batches[b].column("path")[j].as_py(), **sides)
+        return _lazy(self.cls, partial(self._field, b, j, ""))
 
-    def _array(self, b: int, j: int, name: str) -> np.ndarray:
-        values, offsets = self._cols[b][name]
-        a = values[offsets[j]:offsets[j + 1]]
-        w = self._arrays[name]
-        return a if w == 0 else a.reshape(-1, w)
-
-    def _str(self, b: int, j: int, name: str):
-        return self._batches[b].column(name)[j].as_py()
-
-    def _code_field(self, b: int, j: int, name: str):
-        """One field of code view (b, j), read when an objective first touches it."""
-        if name in self._cols[b]:
-            return self._array(b, j, name)
-        if name == "summaries":  # views prepared before the field existed
-            from codept.structure.summary import doc_summaries
-
-            return doc_summaries(self._str(b, j, "text"), self._array(b, j, "offsets"), self._array(b, j, "functions"),
-                                 self._str(b, j, "lang"))
-        if name == "has_error":
-            return bool(self._str(b, j, name))
-        if name in ("path", "lang", "text", "names"):
-            return self._str(b, j, name)
+    def _field(self, b: int, j: int, prefix: str, name: str):
+        """One field of view (b, j) (a pair side: columns ``prefix + name``), read on first access."""
+        col = prefix + name
+        if col in self._cols[b]:
+            values, offsets = self._cols[b][col]
+            a = values[offsets[j]:offsets[j + 1]]
+            w = self._widths[col]
+            return a if w == 0 else a.reshape(-1, w)
+        if col in self._read:
+            return self._batches[b].column(col)[j].as_py()
+        if prefix and name == "path":  # a pair side: the pair's path
+            return self._batches[b].column("path")[j].as_py()
+        if name in self.cls.DERIVED and (self.columns is None or name in self.columns):
+            return self.cls.derive(name, partial(self._field, b, j, prefix))
+        if self.columns is not None and (col in self.cls.SCHEMA.names or prefix):
+            raise AttributeError(f"{name}: not among the columns read ({sorted(self.columns)})")
         raise AttributeError(name)
-
-    def _text_field(self, b: int, j: int, prefix: str, name: str):
-        if name in _TEXT_ARRAYS:
-            return self._array(b, j, prefix + name)
-        if name in ("lang", "text"):
-            return self._str(b, j, prefix + name)
-        if name == "path":
-            return self._str(b, j, "path")
-        raise AttributeError(name)
-
-    def _code(self, b: int, j: int):
-        from codept.structure.view import CodeView  # code views only: the text path never imports tree-sitter
-
-        return _lazy(CodeView, partial(self._code_field, b, j))
-
-    def _side(self, b: int, j: int, prefix: str):
-        from codept.text.view import TextView
-
-        return _lazy(TextView, partial(self._text_field, b, j, prefix))
-
-    def _text(self, b: int, j: int):
-        return self._side(b, j, "")
-
-    def _pair(self, b: int, j: int):
-        from codept.text.view import PairView
-
-        return PairView(path=self._str(b, j, "path"), src=self._side(b, j, "src_"), tgt=self._side(b, j, "tgt_"))
 
 
 _LAZY: dict[type, type] = {}  # view class -> its lazy subclass
 
 
 def _lazy(cls: type, load):
-    """A `cls` view (CodeView / TextView: isinstance holds, every field equal to the eager view's)
-    whose fields are read from the table on first access, then kept: an objective that reads 3 of
-    a code view's 14 fields pays for 3 (the text and the name list are the dear ones)."""
+    """A `cls` view (isinstance holds, every field equal to the eager view's) whose fields are read
+    from the table on first access, then kept: an objective that reads 3 of a code view's 14 fields
+    pays for 3 (the text and the name list are the dear ones)."""
     sub = _LAZY.get(cls)
     if sub is None:
         def __getattr__(self, name):  # only called for a field not read yet (or an unknown name)
@@ -194,41 +206,63 @@ def _eager(cls: type, values: dict):
     return cls(**values)
 
 
-def open_views(src, kind: str | None = None) -> Views:
-    """Views of a prepared folder, a ``datasets.Dataset`` or a ``pyarrow.Table``. A ``codept
-    prepare-text`` folder holds two datasets: ``kind='text'`` or ``'pair'`` picks one (or pass
-    ``DIR/text`` / ``DIR/pairs``). ``kind``, when given, must match what the table holds."""
+def open_views(src, kind: str | None = None, columns=None, *, tokenizer=None, max_trace_chars: int = 2000,
+               docstrings: str = "full") -> Views:
+    """Views of a prepared folder (or a list of them, read as one), a ``codept trace`` folder, a
+    ``datasets.Dataset``, a ``pyarrow.Table`` or Views. A ``codept prepare-text`` folder holds two
+    datasets: ``kind='text'`` or ``'pair'`` picks one (or pass ``DIR/text`` / ``DIR/pairs``).
+    ``kind``, when given, must match what the table holds. ``columns``: the fields to read (all by
+    default). A trace folder needs ``tokenizer`` (the model's); ``max_trace_chars`` and
+    ``docstrings`` are codept.exec.views.view_of's."""
     if kind is not None and kind not in KINDS:
-        raise ValueError(f"kind={kind!r}: expected one of {KINDS}")
+        raise ValueError(f"kind={kind!r}: expected one of {tuple(KINDS)}")
     if isinstance(src, Views):
-        views = src
+        views = src if columns is None else Views(pa.Table.from_batches(src._batches), src._indices, columns, src.skipped)
     elif isinstance(src, pa.Table):
-        views = Views(src)
-    elif isinstance(src, (str, Path)):
-        views = _open_folder(Path(src), kind)
+        views = Views(src, None, columns)
+    elif isinstance(src, (str, Path, list, tuple)):
+        folders = [Path(p) for p in ([src] if isinstance(src, (str, Path)) else src)]
+        views = _open_folders(folders, kind, columns, tokenizer, max_trace_chars, docstrings)
     else:  # a datasets.Dataset (possibly with an indices mapping from .select / .shuffle)
         idx = getattr(src, "_indices", None)
-        views = Views(src.data.table, None if idx is None else idx.column(0).to_numpy())
+        views = Views(src.data.table, None if idx is None else idx.column(0).to_numpy(), columns)
     if kind is not None and views.kind != kind:
         raise ValueError(f"{src}: holds {views.kind} views, not {kind}")
     return views
 
 
-def _open_folder(path: Path, kind: str | None) -> Views:
-    import datasets
+def is_trace_folder(path: Path) -> bool:
+    """A ``codept trace`` folder: rows in shards/*.jsonl and a summary.json, no Arrow dataset (a
+    prepared folder holds state.json and DONE instead; codept.exec.views.read_rows checks the rest)."""
+    return ((path / "shards").is_dir() and (path / "summary.json").is_file()
+            and not (path / "state.json").exists() and not (path / "DONE").exists())
 
-    if not path.is_dir():
-        raise FileNotFoundError(f"{path}: no such prepared views folder")
-    subs = {"text": path / "text", "pair": path / "pairs"}
-    if not (path / "state.json").is_file() and any((p / "state.json").is_file() for p in subs.values()):
-        if kind not in subs:
-            raise ValueError(f"{path} is a prepare-text folder with two datasets: pass kind='text' "
-                             f"({subs['text']}) or kind='pair' ({subs['pair']})")
-        path = subs[kind]
-    done = path / "DONE" if (path / "DONE").is_file() else path.parent / "DONE"
-    if not done.is_file():
-        raise FileNotFoundError(f"{path} is not a complete prepared dataset (no DONE marker)")
-    return open_views(datasets.load_from_disk(str(path)))
+
+def _open_folders(paths: list[Path], kind, columns, tokenizer, max_trace_chars, docstrings) -> Views:
+    if not paths:
+        raise ValueError("open_views: no folder given")
+    traces = [is_trace_folder(p) for p in paths]
+    if any(traces):
+        if not all(traces):
+            raise ValueError(f"{[str(p) for p in paths]}: trace folders mixed with views folders (one kind per Views)")
+        if tokenizer is None:
+            raise ValueError(f"{paths[0]} is a `codept trace` folder: pass tokenizer= (its rows are tokenized "
+                             "into TraceViews when opened)")
+        from codept.exec.views import TraceView, read_rows, views_of
+
+        rows = [r for p in paths for r in read_rows(p)]
+        views, skipped = views_of(rows, tokenizer, max_trace_chars, docstrings)
+        return Views(to_table(views, TraceView), None, columns, skipped)
+    resolved = []
+    for path in paths:
+        subs = {"text": path / "text", "pair": path / "pairs"}
+        if path.is_dir() and not (path / "state.json").is_file() and any((p / "state.json").is_file() for p in subs.values()):
+            if kind not in subs:
+                raise ValueError(f"{path} is a prepare-text folder with two datasets: pass kind='text' "
+                                 f"({subs['text']}) or kind='pair' ({subs['pair']})")
+            path = subs[kind]
+        resolved.append(path)
+    return open_views(load_dataset(*resolved), columns=columns)
 
 
 def view_source(views, objective, name: str, salt: int = 0, kind: str | None = None) -> Source:

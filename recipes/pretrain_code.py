@@ -9,7 +9,9 @@ summary); what is this recipe's own:
   1. presets (debug_cpu, small_1xh200, base_8xh200, minilm_six_cpu) and DataConfig;
   2. corpora: rank 0 prepares the code views (codept.prepare, cached), the others wait; the files
      the in-domain probe holds out are the held-out validation views (never trained on); text and
-     pair corpora of ``codept prepare-text`` join as ``objective@text`` / ``objective@pairs``;
+     pair corpora of ``codept prepare-text`` join as ``objective@text`` / ``objective@pairs``, the
+     execution traces of ``codept trace`` (``data.traces=DIR``) as ``objective@traces``
+     (``data.mixture=code_doc:1,exec_lines@traces:1``; every rank tokenizes the rows when opening);
   3. code-search probes (codept.probe.defaults): in-domain = held-out files of the training corpus,
      (``probe.structure_every=N``: structural probes of the live model every N steps and at the end,
      codept.probe.structure on the held-out files, logged as ``structure/<task>/acc|selectivity``),
@@ -63,6 +65,9 @@ class DataConfig:
     sources: str = ""  # comma-separated prepare sources; empty = this interpreter's stdlib
     text: str = ""  # comma-separated `codept prepare-text` sources (text files/folders, .jsonl/.tsv/.mo/.po
     #                 pairs), read by mixture entries objective@text (TextViews) and objective@pairs (PairViews)
+    traces: str = ""  # comma-separated `codept trace` output folders, read by objective@traces (TraceViews:
+    #                   exec_lines, exec_values, exec_trace), tokenized with the run's tokenizer when opened
+    trace_docstrings: str = "examples"  # "examples": each docstring shown as its doctest examples only; "full"
     buffer: int = 256  # documents packed together (codept.data.pack)
     corpora: str = ""  # a `codept corpora fetch DEST --role train` folder: its train-role corpora join the sources
     corpora_langs: str = ""  # comma-separated: only the corpora of these languages (registry `lang`); empty = all
@@ -74,6 +79,8 @@ class DataConfig:
             raise ValueError(f"lang_bytes={self.lang_bytes}: must be >= 0 (0 = every file)")
         if self.buffer < 1:
             raise ValueError(f"buffer={self.buffer}: must be >= 1 (documents packed together)")
+        if self.trace_docstrings not in ("examples", "full"):
+            raise ValueError(f"trace_docstrings={self.trace_docstrings!r}: expected 'examples' or 'full'")
 
 
 # -- presets: plain functions named for size and hardware ----------------------------------------
@@ -141,12 +148,15 @@ def configure(preset: str, items: list[str]):
     if preset in NEEDS_CORPORA and not settings.sections["data"].corpora:
         raise ConfigError(f"--preset {preset}: give data.corpora=DEST, a folder of `codept corpora fetch DEST --role train`")
     data = settings.sections["data"]
-    text_corpora = [c for c in L.corpora_used(mixture) if c != "code"]
+    text_corpora = [c for c in L.corpora_used(mixture) if c in ("text", "pairs")]
     if text_corpora and not data.text:
         raise ConfigError(f"data.mixture reads the {'/'.join(text_corpora)} corpus: give its sources as data.text=PATH[,PATH]")
+    if "traces" in L.corpora_used(mixture) and not data.traces:
+        raise ConfigError("data.mixture reads the traces corpus: give `codept trace` output folders as data.traces=DIR[,DIR]")
     L.check_tokenizer("data.tokenizer", data.tokenizer)
     L.check_paths("data.sources", data.sources)
     L.check_paths("data.text", data.text)
+    L.check_paths("data.traces", data.traces)
     if data.corpora:
         train_corpora(data.corpora, data.corpora_langs)  # its manifest lists train corpora that are there
     try:
@@ -156,7 +166,7 @@ def configure(preset: str, items: list[str]):
     return settings, mixture
 
 
-CORPORA = {"code": "code", "text": "text", "pairs": "pair"}  # corpus name -> view kind (objective@corpus)
+CORPORA = {"code": "code", "text": "text", "pairs": "pair", "traces": "trace"}  # corpus name -> view kind (objective@corpus)
 
 
 def minilm_dir() -> Path:
@@ -263,11 +273,19 @@ def corpora(job: L.Job) -> L.Corpora:
         train_idx, held_idx = split_views(views, pcfg.holdout)
         views, held = views.select(train_idx), views.select(held_idx)
     train, held = {"code": views}, {"code": held}
-    text_used = [c for c in L.corpora_used(job.mixture) if c != "code"]
+    text_used = [c for c in L.corpora_used(job.mixture) if c in ("text", "pairs")]
     if text_used:  # text / pair views of `codept prepare-text`, held out by path hash (val.holdout)
         text_dir = _prepare_text(data.text, tok_dir, is_main)
         for name in text_used:
             train[name], held[name] = open_views(text_dir, kind=CORPORA[name]).split(vcfg.holdout)
+    if "traces" in L.corpora_used(job.mixture):  # trace views, held out by source module (val.holdout)
+        from codept.tokenizer import load_tokenizer
+
+        traces = open_views([x for x in data.traces.split(",") if x], kind="trace", tokenizer=load_tokenizer(tok_dir),
+                            docstrings=data.trace_docstrings)
+        if not len(traces):
+            raise ConfigError(f"data.traces={data.traces}: no trace row gives a view ({traces.skipped} skipped)")
+        train["traces"], held["traces"] = traces.split(vcfg.holdout)
     cheap = {n: Probe.from_pairs(load_pairs(d), pcfg.pool, 0, max_queries=pcfg.queries) for n, d in probe_dirs.items()}
     return L.Corpora(tok_dir, train, held, state={"probe_dirs": probe_dirs, "cheap": cheap},
                      summary={"train_views": len(views), "views": summary["viewed"], "balanced_sources": balance})

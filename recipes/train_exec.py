@@ -5,7 +5,7 @@ report the falling loss and held-out accuracy next to the majority-class baselin
   python recipes/train_exec.py --traces /tmp/traces --steps 300 --out /tmp/train_exec
 
 Algorithm:
-  1. Views (codept.exec.views.load_views, ``--docstrings examples``: each docstring shown as its
+  1. Views (codept.views.open_views, ``--docstrings examples``: each docstring shown as its
      doctest examples only) of every ``--traces`` folder, default stdlib tokenizer. Views whose source
      starts with ``--only`` (default ``stdlib:``) are split by source item (a module is wholly train
      or held out); ``--extra`` (comma-separated prefixes, e.g. ``pkg:,humaneval:``) adds views of
@@ -49,12 +49,13 @@ import torch
 from codept.data.collate import collate
 from codept.data.example import IGNORE
 from codept.data.pack import pack
-from codept.exec.views import load_views, split_by_source
+from codept.exec.views import split_by_source
 from codept.model.pretrainer import Pretrainer, build_head
 from codept.model.transformer import ModelConfig, Transformer
 from codept.objectives import HEADS_OF, build
 from codept.objectives.render import Vocab
 from codept.tokenizer import default_tokenizer_dir, load_tokenizer
+from codept.views import open_views
 
 
 def parse(argv):
@@ -162,8 +163,8 @@ def main(argv=None) -> int:
     vocab = Vocab.from_tokenizer(tok)
     views, skipped = [], 0
     for folder in args.traces:
-        v, s = load_views(folder, tok, docstrings=args.docstrings)
-        views, skipped = views + v, skipped + s
+        v = open_views(folder, kind="trace", tokenizer=tok, docstrings=args.docstrings)
+        views, skipped = views + list(v), skipped + v.skipped
     extras = tuple(p for p in args.extra.split(",") if p)
     pool = [v for v in views if v.source.startswith(args.only)]
     extra = [v for v in views if v.source.startswith(extras) and not v.source.startswith(args.only)] if extras else []

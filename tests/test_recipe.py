@@ -235,6 +235,9 @@ def _recipe_module():
     ("data.mixture=syntax_span@text:1", r"syntax_span reads code views, corpus 'text' holds text views"),
     ("data.mixture=mlm@wiki:1", r"names corpus 'wiki'; this recipe has code, text, pairs"),
     ("data.mixture=mlm@text:1", r"reads the text corpus: give its sources as data.text"),
+    ("data.mixture=exec_lines@traces:1", r"reads the traces corpus: give `codept trace` output folders as data.traces"),
+    ("data.mixture=exec_lines:1", r"exec_lines reads trace views, corpus .code. holds code views"),
+    ("data.trace_docstrings=some", r"trace_docstrings=.some.: expected .examples. or .full."),
 ])
 def test_every_setting_is_checked_by_configure(item, match):
     from codept.train.config import ConfigError
@@ -477,3 +480,31 @@ def test_minilm_six_cpu_preset_and_balanced_files(tmp_path):
     assert [os.path.relpath(f, moved) for f in again] == [os.path.relpath(f, tmp_path) for f in files]
     with pytest.raises(ValueError, match="lang_bytes=0"):
         R.balanced_files(srcs, 0)
+
+
+TRACED = ("statistics", "fractions", "textwrap", "heapq", "difflib", "collections", "enum", "ipaddress",
+          "json", "uuid", "hashlib", "pickletools")  # stdlib modules with doctests: 86 units, 9 sources
+
+
+@pytest.mark.slow
+def test_exec_lines_streams_from_traces_next_to_code(tmp_path, bwrap):
+    """Execution traces stream into the code recipe as ``exec_lines@traces`` next to mlm on code:
+    `codept trace` runs the doctests of 12 stdlib modules in the sandbox here (~30 s), the recipe
+    opens the folder with its own tokenizer (codept.views.open_views), holds out whole modules and
+    trains and validates the exec_lines head with the code objective in one mixture."""
+    from codept.exec import inputs, job, sandbox
+
+    items = [it for it in inputs.stdlib_items() if it.key.split(":", 1)[1] in TRACED]
+    s = job.run_job(items, tmp_path / "traces", job.TraceConfig(), sandbox.Limits(timeout=60), workers=2,
+                    show_progress=False)
+    assert s["kept"] > 40
+    out = tmp_path / "run"
+    code = str(Path(json.__file__).parent.parent / "email")  # the stdlib email package: a small real corpus
+    stdout = recipe(out, "steps=6", "val.every=3", "val.holdout=0.3", "save_every=0", "probe.every=0",
+                    "probe.project=", "probe.baselines=", "probe.holdout=0.2", f"data.sources={code}",
+                    "data.mixture=mlm:1,exec_lines@traces:1", f"data.traces={tmp_path / 'traces'}")
+    summary, _ = json.JSONDecoder().raw_decode(stdout[stdout.index("{\n"):])
+    assert summary["val"]["exec_lines"]["n"] > 20 and summary["val"]["mlm"]["n"] > 100
+    evals = [json.loads(l) for l in (out / "eval.jsonl").read_text().splitlines()]
+    assert sum("val/exec_lines/loss" in d for d in evals) == 2
+    assert all(d["val/exec_lines/loss"] > 0 for d in evals if "val/exec_lines/loss" in d)

@@ -18,7 +18,8 @@ job, a corpus reader or a test can use it without loading a grammar.
    stat key (the same files' ``stat``) it was built from; an equal stat key and a complete folder
    serve the job without reading an input (codept.prepare's docstring, step 2; ``codept prepare``
    and ``codept prepare-text`` both use it, with their own listing and cache root).
-5. Folders: :func:`is_complete` (``DONE`` written last, holding the key), :func:`fresh_folder`,
+5. Folders: :func:`is_complete` (``DONE`` written last, holding the key), :func:`load_dataset` (the
+   one reader of finished folders), :func:`fresh_folder`,
    :func:`mark_done`, :func:`publish` (an atomic rename of a finished build to its final name) and
    :func:`build_lock`, an exclusive ``fcntl.flock`` on a lock file next to the output folder: one
    process per node builds a missing folder, the others wait and then reuse it.
@@ -166,6 +167,25 @@ def is_complete(out: Path, key: str | None = None) -> bool:
         return json.loads((Path(out) / "summary.json").read_text()).get("cache_key") == key
     except (OSError, ValueError):
         return False
+
+
+def load_dataset(*outs: str | Path):
+    """Finished job folders as one memory-mapped ``datasets.Dataset`` (several folders, e.g. the
+    shards of a multi-machine prepare, concatenated in order). A folder is finished when it or its
+    parent holds ``DONE`` (``codept prepare-text`` writes DIR/text and DIR/pairs under one marker).
+    The one folder reader: codept.prepare.load_views and codept.views.open_views call it."""
+    import datasets
+
+    if not outs:
+        raise ValueError("load_dataset: name at least one folder")
+    parts = []
+    for out in map(Path, outs):
+        if not out.is_dir():
+            raise FileNotFoundError(f"{out}: no such prepared views folder")
+        if not ((out / "DONE").is_file() or (out.parent / "DONE").is_file()):
+            raise FileNotFoundError(f"{out} is not a complete prepared dataset (no DONE marker)")
+        parts.append(datasets.load_from_disk(str(out)))
+    return parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
 
 
 def read_summary(out: Path) -> dict:

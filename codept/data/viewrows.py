@@ -1,8 +1,15 @@
 """Pieces every view type shares, with no tree-sitter import: tokenizing with offsets, text access by
-token range, and the view dataclass <-> flat Arrow row conversion (codept.structure.view for code,
-codept.text.view for text; codept.views reads the rows back as NumPy without Python lists).
-Cost: tokenize is the tokenizer's own cost plus one NumPy copy of the ids and offsets.
-Not covered: the Arrow schemas themselves (each view module owns its own).
+token range, the view dataclass <-> flat Arrow row conversion, and the one writer (:func:`to_table`).
+
+Every view class (codept.structure.view.CodeView, codept.text.view.TextView / PairView,
+codept.exec.views.TraceView) carries its own schema, written once in its module:
+  KIND    its name in codept.views.KINDS ("code", "text", "pair", "trace");
+  ARRAYS  array field -> (dtype, width; 0 = 1-D), stored as flat ``list<int>`` columns;
+  SCHEMA  the Arrow schema of its rows (every column, in order);
+  KEY     the string column a held-out split hashes (a file path; a trace's source module);
+  DERIVED array columns an older table may lack, computed per view by ``cls.derive(name, get)``.
+codept.views reads the rows back as NumPy without Python lists. Cost: tokenize is the tokenizer's
+own cost plus one NumPy copy of the ids and offsets; to_table one Python pass over the views.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ import itertools
 from dataclasses import fields
 
 import numpy as np
+import pyarrow as pa
 
 
 class TokenText:
@@ -56,3 +64,21 @@ def arrays_from_record(rec: dict, spec: dict[str, tuple]) -> dict[str, np.ndarra
         a = np.asarray(rec[name], dtype=dtype)
         out[name] = a if width == 0 else a.reshape(-1, width)
     return out
+
+
+def to_table(views, cls: type | None = None) -> pa.Table:
+    """The one writer: views of one kind -> an Arrow table of that kind's ``SCHEMA`` (``cls``
+    names the kind when ``views`` may be empty)."""
+    views = list(views)
+    if cls is None:
+        if not views:
+            raise ValueError("to_table: no views and no view class (pass cls= for an empty table)")
+        cls = type(views[0])
+    cols: dict[str, list] = {f.name: [] for f in cls.SCHEMA}
+    for v in views:
+        if not isinstance(v, cls):
+            raise TypeError(f"to_table: a {type(v).__name__} among {cls.__name__}s (one kind per table)")
+        rec = v.to_record()
+        for k in cols:
+            cols[k].append(rec[k])
+    return pa.table(cols, schema=cls.SCHEMA)

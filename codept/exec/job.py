@@ -35,6 +35,7 @@ from pathlib import Path
 
 from codept.exec import sandbox
 from codept.exec.inputs import Item, resolve_sources
+from codept.exec.views import read_rows  # noqa: F401 (the reader of this job's folders; its old home)
 
 TRACER = Path(__file__).with_name("tracer.py")
 LABEL_FIELDS = ("lines", "counts", "states", "output", "error", "attempted", "failed", "truncated")
@@ -193,14 +194,6 @@ def summarize(out: Path, n_shards: int, key: str, limits, cfg, unsafe: bool) -> 
             "limits": asdict(limits), "trace": asdict(cfg), "items": len(mans), "items_by_status": by_status,
             "units": units, "kept": sum(m["kept"] for m in mans), "dropped": dropped,
             "survivors": sum(m["survivors"] for m in mans), "shards": n_shards}
-
-
-def read_rows(out: Path) -> list[dict]:
-    """Every kept trace row of a finished job folder, in shard order."""
-    if not (out / "summary.json").exists():
-        raise FileNotFoundError(f"{out}: not a finished trace folder (no summary.json); run `codept trace ... --out {out}`")
-    n = json.loads((out / "summary.json").read_text())["shards"]
-    return [json.loads(l) for i in range(n) for l in (out / "shards" / f"{i:05d}.jsonl").open(encoding="utf-8")]
 
 
 def main(args) -> int:

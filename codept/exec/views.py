@@ -26,10 +26,13 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+import json
+
 import numpy as np
+import pyarrow as pa
 
 from codept.data.example import IGNORE
-from codept.data.viewrows import tokenize
+from codept.data.viewrows import arrays_from_record, to_record, tokenize
 
 BUCKETS = (0, 1, 2, 5, 17)  # lower bounds: never, once, 2-4, 5-16, 17+
 N_BUCKETS = len(BUCKETS)
@@ -49,8 +52,24 @@ class TraceView:
     trace_ids: np.ndarray  # (U,) int32 serialized trace tokens
     value_units: np.ndarray  # (K, 2) token ranges of the values inside trace_ids
 
+    # the schema, written once (codept.data.viewrows): what codept.views reads and to_table writes
+    KIND = "trace"
+    KEY = "source"  # held-out splits by source module: a module never straddles them (split_by_source)
+    ARRAYS = {"input_ids": (np.int32, 0), "line_labels": (np.int32, 0), "trace_ids": (np.int32, 0),
+              "value_units": (np.int64, 2)}
+    SCHEMA = pa.schema([("id", pa.string()), ("source", pa.string()), ("code", pa.large_string()),
+                        *((k, pa.list_(pa.from_numpy_dtype(d))) for k, (d, _) in ARRAYS.items())])
+    DERIVED = ()
+
     def __len__(self) -> int:
         return len(self.input_ids)
+
+    def to_record(self) -> dict:
+        return to_record(self)
+
+    @classmethod
+    def from_record(cls, rec: dict) -> "TraceView":
+        return cls(id=rec["id"], source=rec["source"], code=rec["code"], **arrays_from_record(rec, cls.ARRAYS))
 
 
 def statement_lines(code: str) -> list[int] | None:
@@ -176,12 +195,19 @@ def view_of(row: dict, tokenizer, max_trace_chars: int = 2000, docstrings: str =
                      np.array(units, dtype=np.int64).reshape(-1, 2))
 
 
-def load_views(out: str | Path, tokenizer, max_trace_chars: int = 2000, docstrings: str = "full") -> tuple[list[TraceView], int]:
-    """(views, skipped) of a finished trace folder."""
-    from codept.exec.job import read_rows
+def read_rows(out: Path) -> list[dict]:
+    """Every kept trace row of a finished ``codept trace`` folder, in shard order (no code runs)."""
+    out = Path(out)
+    if not (out / "summary.json").exists():
+        raise FileNotFoundError(f"{out}: not a finished trace folder (no summary.json); run `codept trace ... --out {out}`")
+    n = json.loads((out / "summary.json").read_text())["shards"]
+    return [json.loads(l) for i in range(n) for l in (out / "shards" / f"{i:05d}.jsonl").open(encoding="utf-8")]
 
+
+def views_of(rows, tokenizer, max_trace_chars: int = 2000, docstrings: str = "full") -> tuple[list[TraceView], int]:
+    """(views, skipped) of trace rows (:func:`view_of` each; codept.views.open_views reads a folder)."""
     views, skipped = [], 0
-    for row in read_rows(Path(out)):
+    for row in rows:
         v = view_of(row, tokenizer, max_trace_chars, docstrings)
         if v is None:
             skipped += 1

@@ -7,8 +7,8 @@ a view: kind, definition, name and doc token ranges), so it covers every languag
 the only per-language code is :func:`clean_query` (comment syntax and doc-markup conventions).
 
 1. Inputs -> views: ``prepare(SRC...)`` (cached by content); only the ``path``, ``lang``, ``text``,
-   ``offsets`` and ``functions`` columns are read (:func:`iter_doc_views`, Arrow batches, no
-   Python lists of token ids).
+   ``offsets`` and ``functions`` columns are read (:func:`iter_doc_views`: codept.views.open_views
+   with ``columns=``, no Python lists of token ids).
 2. Every function/method (classes are not pairs) -> a candidate pair, filters counted per language:
    ``other_lang`` (``--lang``), ``no_doc``, ``short_query`` (fewer than ``min_query_words`` words
    after cleaning, "" included), ``short_body`` (fewer than ``min_body_lines`` non-blank lines once
@@ -67,7 +67,6 @@ import textwrap
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -75,9 +74,9 @@ import numpy as np
 from codept.argtypes import int_at_least, out_folder, tokenizer_path
 from codept.probe import Pair, save_pairs
 from codept.structure.kinds import DEFINITION_KINDS
-from codept.structure.view import TokenText
 from codept.text.markup import BLOCK_TAG_LINE, DESCRIPTION_TAG, HTML_BLOCK, HTML_INLINE
 from codept.text.markup import LANGS as MARKUP_LANGS
+from codept.views import open_views
 
 PAIR_KINDS = frozenset(i for i, k in enumerate(DEFINITION_KINDS) if k in ("function", "method"))
 VIEW_COLUMNS = ["path", "lang", "text", "offsets", "functions"]
@@ -348,41 +347,13 @@ def normalize_query(query: str) -> str:
 # -- candidates ----------------------------------------------------------------------------------
 
 
-@dataclass(eq=False)
-class DocView(TokenText):
-    """The part of a CodeView that pairs need (text, token offsets, functions)."""
-
-    path: str
-    lang: str
-    text: str
-    offsets: np.ndarray  # (T, 2) int32
-    functions: np.ndarray  # (F, 7) int32
-
-
-def _list_column(col, width: int, dtype=np.int32) -> list[np.ndarray]:
-    """A list<int32> Arrow column -> one (n, width) array per row, without Python lists."""
-    import pyarrow as pa
-
-    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    flat = arr.flatten().to_numpy(zero_copy_only=False).astype(dtype, copy=False)
-    offs = arr.offsets.to_numpy()
-    offs = offs - offs[0]
-    return [flat[offs[i]:offs[i + 1]].reshape(-1, width) for i in range(len(arr))]
-
-
-def iter_doc_views(dataset, batch_size: int = 256) -> Iterator[DocView]:
-    """DocViews of a prepared views dataset (``load_views``), reading only the columns pairs need."""
-    ds = dataset.select_columns(VIEW_COLUMNS).with_format("arrow")
-    for t in ds.iter(batch_size=batch_size):
-        paths, langs, texts = (t.column(c).to_pylist() for c in ("path", "lang", "text"))
-        offsets = _list_column(t.column("offsets"), 2)
-        functions = _list_column(t.column("functions"), 7)
-        for i in range(len(paths)):
-            yield DocView(paths[i], langs[i], texts[i], offsets[i], functions[i])
+def iter_doc_views(dataset) -> Iterator:
+    """The CodeViews of a prepared views dataset (``load_views``), reading only the columns pairs need."""
+    return iter(open_views(dataset, kind="code", columns=VIEW_COLUMNS))
 
 
 def _views(views) -> Iterable:
-    """Views as given, or the DocViews of a datasets.Dataset."""
+    """Views as given, or those of a datasets.Dataset (:func:`iter_doc_views`)."""
     return iter_doc_views(views) if hasattr(views, "column_names") else views
 
 
@@ -498,7 +469,7 @@ def _total(per_lang: dict[str, Counter]) -> Counter:
 
 def pairs_from_views(views, *, min_query_words: int = 3, min_body_lines: int = 3,
                      langs: Iterable[str] | None = None) -> tuple[list[Pair], Counter]:
-    """Pairs of every documented function/method of `views` (CodeViews, DocViews or a prepared
+    """Pairs of every documented function/method of `views` (CodeViews or a prepared
     views dataset), sorted by (lang, path, start), and the counts: ``functions``, ``documented``,
     ``pairs`` and one per filter (``other_lang``, ``no_doc``, ``short_query``, ``short_body``,
     ``duplicate_query``, ``duplicate_code``)."""
@@ -560,7 +531,7 @@ class Contamination:
 
     @classmethod
     def from_views(cls, views) -> "Contamination":
-        """From CodeViews, DocViews or a prepared views dataset."""
+        """From CodeViews or a prepared views dataset."""
         c = cls()
         for v in _views(views):
             c.add_view(v)

@@ -49,41 +49,9 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 import pyarrow as pa
 
-from codept.data.viewrows import TokenText, arrays_from_record, to_record, tokenize  # noqa: F401 (re-exported)
+from codept.data.viewrows import TokenText, arrays_from_record, to_record, to_table, tokenize  # noqa: F401 (re-exported)
 from codept.structure import dataflow, grammar, kinds, offsets, resolve
 from codept.structure.summary import doc_summaries
-
-
-@dataclass(eq=False)
-class CodeView(TokenText):
-    path: str
-    lang: str
-    text: str
-    has_error: bool
-    input_ids: np.ndarray
-    offsets: np.ndarray
-    leaf: np.ndarray
-    spans: np.ndarray
-    idents: np.ndarray
-    names: list[str]
-    functions: np.ndarray
-    errors: np.ndarray
-    dataflow: np.ndarray
-    summaries: np.ndarray
-    stats: dict = field(default_factory=dict, compare=False)
-
-    def __len__(self) -> int:
-        return len(self.input_ids)
-
-
-    # -- Arrow ------------------------------------------------------------------------------------
-    def to_record(self) -> dict:
-        return to_record(self)
-
-    @classmethod
-    def from_record(cls, rec: dict) -> "CodeView":
-        return cls(path=rec["path"], lang=rec["lang"], text=rec["text"], has_error=bool(rec["has_error"]),
-                   names=list(rec["names"]), **arrays_from_record(rec, _ARRAYS))
 
 
 # array field -> (dtype, width; 0 = 1-D)
@@ -111,13 +79,53 @@ ARROW_SCHEMA = pa.schema(
 )
 
 
+@dataclass(eq=False)
+class CodeView(TokenText):
+    path: str
+    lang: str
+    text: str
+    has_error: bool
+    input_ids: np.ndarray
+    offsets: np.ndarray
+    leaf: np.ndarray
+    spans: np.ndarray
+    idents: np.ndarray
+    names: list[str]
+    functions: np.ndarray
+    errors: np.ndarray
+    dataflow: np.ndarray
+    summaries: np.ndarray
+    stats: dict = field(default_factory=dict, compare=False)
+
+    # the schema, written once (codept.data.viewrows): what codept.views reads and to_table writes
+    KIND = "code"
+    KEY = "path"
+    ARRAYS = _ARRAYS
+    SCHEMA = ARROW_SCHEMA
+    DERIVED = ("summaries",)  # tables written before the field existed lack it: derive() per view
+
+    @staticmethod
+    def derive(name: str, get):
+        """A DERIVED field from the view's other fields (``get(field)``)."""
+        if name != "summaries":
+            raise AttributeError(name)
+        return doc_summaries(get("text"), get("offsets"), get("functions"), get("lang"))
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    # -- Arrow ------------------------------------------------------------------------------------
+    def to_record(self) -> dict:
+        return to_record(self)
+
+    @classmethod
+    def from_record(cls, rec: dict) -> "CodeView":
+        return cls(path=rec["path"], lang=rec["lang"], text=rec["text"], has_error=bool(rec["has_error"]),
+                   names=list(rec["names"]), **arrays_from_record(rec, _ARRAYS))
+
+
 def views_to_table(views: list[CodeView]) -> pa.Table:
-    cols: dict[str, list] = {f.name: [] for f in ARROW_SCHEMA}
-    for v in views:
-        rec = v.to_record()
-        for k in cols:
-            cols[k].append(rec[k])
-    return pa.table(cols, schema=ARROW_SCHEMA)
+    return to_table(views, CodeView)  # the one writer (codept.data.viewrows)
 
 
 def table_to_views(table: pa.Table) -> list[CodeView]:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from codept.data.viewrows import TokenText, arrays_from_record, to_record
+from codept.data.viewrows import TokenText, arrays_from_record, to_record, to_table
 
 _NONSPACE = re.compile(r"\S+")
 
@@ -46,6 +46,18 @@ _ARRAYS = {
     "sentences": (np.int32, 2),
     "paragraphs": (np.int32, 2),
 }
+
+_TEXT_FIELDS = [
+    ("path", pa.string()),
+    ("lang", pa.string()),
+    ("text", pa.large_string()),
+    *((name, pa.list_(pa.int32())) for name in _ARRAYS),
+]
+TEXT_ARROW_SCHEMA = pa.schema(_TEXT_FIELDS)
+PAIR_ARROW_SCHEMA = pa.schema(
+    [("path", pa.string())]
+    + [(f"{side}_{name}", t) for side in ("src", "tgt") for name, t in _TEXT_FIELDS if name != "path"]
+)
 
 
 @dataclass(eq=False)
@@ -59,6 +71,13 @@ class TextView(TokenText):
     sentences: np.ndarray
     paragraphs: np.ndarray
     stats: dict = field(default_factory=dict, compare=False)
+
+    # the schema, written once (codept.data.viewrows): what codept.views reads and to_table writes
+    KIND = "text"
+    KEY = "path"
+    ARRAYS = _ARRAYS
+    SCHEMA = TEXT_ARROW_SCHEMA
+    DERIVED = ()
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -139,6 +158,14 @@ class PairView:
     src: TextView
     tgt: TextView
 
+    # the schema: each side a TextView's columns prefixed src_ / tgt_, one path (codept.data.viewrows)
+    KIND = "pair"
+    KEY = "path"
+    SIDES = ("src", "tgt")
+    ARRAYS = {f"{side}_{k}": w for side in SIDES for k, w in _ARRAYS.items()}
+    SCHEMA = PAIR_ARROW_SCHEMA
+    DERIVED = ()
+
     @property
     def src_lang(self) -> str:
         return self.src.lang
@@ -188,30 +215,8 @@ def word_spans(words: np.ndarray) -> np.ndarray:
     return np.stack([starts, ends], axis=1).astype(np.int64)
 
 
-_TEXT_FIELDS = [
-    ("path", pa.string()),
-    ("lang", pa.string()),
-    ("text", pa.large_string()),
-    *((name, pa.list_(pa.int32())) for name in _ARRAYS),
-]
-TEXT_ARROW_SCHEMA = pa.schema(_TEXT_FIELDS)
-PAIR_ARROW_SCHEMA = pa.schema(
-    [("path", pa.string())]
-    + [(f"{side}_{name}", t) for side in ("src", "tgt") for name, t in _TEXT_FIELDS if name != "path"]
-)
-
-
-def _to_table(views, schema: pa.Schema) -> pa.Table:
-    cols: dict[str, list] = {f.name: [] for f in schema}
-    for v in views:
-        rec = v.to_record()
-        for k in cols:
-            cols[k].append(rec[k])
-    return pa.table(cols, schema=schema)
-
-
 def views_to_table(views: list[TextView]) -> pa.Table:
-    return _to_table(views, TEXT_ARROW_SCHEMA)
+    return to_table(views, TextView)  # the one writer (codept.data.viewrows)
 
 
 def table_to_views(table: pa.Table) -> list[TextView]:
@@ -219,7 +224,7 @@ def table_to_views(table: pa.Table) -> list[TextView]:
 
 
 def pairs_to_table(pairs: list[PairView]) -> pa.Table:
-    return _to_table(pairs, PAIR_ARROW_SCHEMA)
+    return to_table(pairs, PairView)
 
 
 def table_to_pairs(table: pa.Table) -> list[PairView]:
