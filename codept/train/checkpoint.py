@@ -470,7 +470,7 @@ def convert_universal(tag_dir: Path, save_id: str, allowed: list) -> str:
     marker = univ / "codept_save_id"
     if marker.is_file() and marker.read_text().strip() == save_id:
         return ""
-    from deepspeed.checkpoint import ds_to_universal
+    from codept.train.engine import ds_to_universal  # the one deepspeed import site
 
     tmp = tag_dir / f"{UNIVERSAL}.tmp{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -480,7 +480,7 @@ def convert_universal(tag_dir: Path, save_id: str, allowed: list) -> str:
     log = io.StringIO()
     try:
         with allow_listed_torch_load(allowed), contextlib.redirect_stdout(log):
-            ds_to_universal.main(args)
+            ds_to_universal().main(args)
     except Exception as e:  # DeepSpeed raises what it raises (AssertionError, ValueError, NotImplementedError ...)
         shutil.rmtree(tmp, ignore_errors=True)
         return f"{type(e).__name__}: {e}".splitlines()[0][:300]

@@ -606,3 +606,10 @@ def consolidated_state_dict(tag_dir: str | os.PathLike) -> dict[str, torch.Tenso
     from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
 
     return dict(get_fp32_state_dict_from_zero_checkpoint(str(tag_dir.parent), tag=tag_dir.name))
+
+
+def ds_to_universal():
+    """DeepSpeed's universal-checkpoint converter module (imported here: the one deepspeed import site)."""
+    from deepspeed.checkpoint import ds_to_universal as module
+
+    return module
