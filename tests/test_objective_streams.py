@@ -68,6 +68,7 @@ VARIANTS: dict[str, list[tuple[str, dict, dict]]] = {
                  # sides as the defaults while no summary exceeds 32 tokens
                  ("long_summary", {"max_doc_tokens": 96}, {"same": True}),
                  ("kinds_class", {"kinds": ("function", "method", "class")}, {}),
+                 ("prefixes", {"query_prefix": "query: ", "code_prefix": "code: "}, {}),
                  ("mlm_rate", {"mlm_rate": 0.15}, {"heads": ("mlm",)})],
     "ar": [("default", {}, {}),
            ("linear", {"schedule": "linear"}, {"fields": ("labels.sample",)}),
@@ -159,6 +160,12 @@ CHECKS = {  # what the variant must visibly do in the two batches
 NOT_PATH = {
     ("tlm", "languages"): "the language table: which language ids the pairs get, one code path whatever it holds",
     ("translate", "languages"): "the language table (as tlm's): data, not a code path",
+    # code_doc's loss settings reach the contrastive head (code_doc.heads), never the stream's rows;
+    # tests/test_search.py and tests/test_gradcache.py run each of them through a real model
+    ("code_doc", "symmetric"): "a loss setting of the contrastive head: the stream's rows do not depend on it",
+    ("code_doc", "temperature_schedule"): "a loss setting of the contrastive head (as symmetric)",
+    ("code_doc", "matryoshka"): "a loss setting of the contrastive head (as symmetric)",
+    ("code_doc", "grad_cache"): "how the head computes the same loss (as symmetric)",
 }
 
 # (objective, string field) -> its allowed values: every one must be used by a variant

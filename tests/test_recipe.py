@@ -76,10 +76,12 @@ def test_recipe_trains_and_resumes_bit_exact(tmp_path):
     assert (full / "loss.png").stat().st_size > 1000 and (full / "latest").read_text().strip() == "step00000006"
     ref = losses(full)
     assert sorted(ref) == list(range(1, 7))
-    # the loss falls, head by head (a step's total sums the heads its batches hold: code_doc emits every
-    # documented definition of a file, so a step may hold no mlm label at all)
-    per_head = [json.loads(x) for x in (full / "losses.jsonl").read_text().splitlines()]
-    assert per_head[-1]["loss.contrastive"] < per_head[0]["loss.contrastive"]
+    # the loss falls, head by head, on the same held-out documents at step 3 and step 6 (a training
+    # step's loss is not comparable across steps here: its in-batch contrastive pool holds 20 to 28
+    # pairs, so chance moves with it, and a step may hold few mlm labels)
+    val3, val6 = (e for e in evals if "val/mlm/loss" in e)
+    for head in ("mlm", "contrastive"):
+        assert val6[f"val/{head}/loss"] < val3[f"val/{head}/loss"], (head, val3, val6)
 
     # export: transformers loads the trained encoder with the same hidden states
     import torch
