@@ -52,6 +52,16 @@ def _deepspeed_cmd() -> list[str]:
     return [sys.executable, "-m", "deepspeed.launcher.runner"]
 
 
+def _build_cpu_adam() -> None:
+    """Compile DeepSpeed's cpu_adam op (ZeRO-Offload's optimizer) once, in one process, before a
+    launch needs it: ~100 s on 2 cores the first time, cached in EXT_DIR after, and outside the
+    launch's timeout (inside it, two ranks waiting on one first build took the whole 420 s in CI)."""
+    env = {**os.environ, "DS_ACCELERATOR": "cpu", "TORCH_EXTENSIONS_DIR": str(EXT_DIR)}
+    r = subprocess.run([sys.executable, "-c", "from deepspeed.ops.op_builder import CPUAdamBuilder; "
+                        "CPUAdamBuilder().load()"], env=env, capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, f"building DeepSpeed's cpu_adam op failed:\n{(r.stdout + r.stderr)[-4000:]}"
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -172,6 +182,8 @@ def test_loss_normalisation_and_steps(ds_config, extra, tol, tmp_path):
     """k=2 micro-batches x 2 ranks with unequal valid-token counts (41, 3 | 0, 17): the logged loss,
     the reduced gradients and the parameters after one step equal the single-process full-batch token
     mean; then three ordinary steps run."""
+    if "offload" in ds_config:
+        _build_cpu_adam()
     ref = reference_step(NORM_CFG)
     assert len(set(ref["counts"])) == 4 and 0 in ref["counts"]
     gap = max((ref["grads"][k] - ref["naive_grads"][k]).abs().max().item() for k in ref["grads"])
