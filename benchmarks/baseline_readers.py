@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterator
 
-from codept.text.readers import _join, reflow  # noqa: F401  (shared paragraph helpers)
+from codept.text.prose import _join, reflow  # noqa: F401  (shared paragraph helpers)
 
 
 def _blocks(lines):

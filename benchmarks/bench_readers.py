@@ -1,5 +1,6 @@
 """Text readers side by side: the hand-written Markdown/reST/.po readers (benchmarks/baseline_readers.py,
-frozen from d79c4e8) vs the maintained parsers codept.text.readers now uses (markdown-it-py, docutils, polib).
+frozen from d79c4e8) vs the maintained parsers the text readers now use (markdown-it-py, docutils: codept.text.prose;
+polib: codept.text.records).
 
 What it measures, per format, on the same files, interleaved file by file (CPU time, one process):
 1. speed: MB of input per CPU second;
@@ -56,7 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import baseline_readers as hand  # noqa: E402
-from codept.text import readers  # noqa: E402
+from codept.text import prose, readers, records  # noqa: E402
 
 PYDOC = "/tmp/pydoc/usr/share/doc/python3.11/html"
 NODEDOC = "/usr/share/doc/nodejs/api"
@@ -206,7 +207,7 @@ def bench_markup(name, pairs, ref_fn, fns):
 
 def mo_reference(path: str) -> Counter:
     t = gettext.GNUTranslations(io.BytesIO(Path(path).read_bytes()))
-    return Counter((k, v) for k, v in readers._mo_entries(t._catalog) if k)
+    return Counter((k, v) for k, v in records._mo_entries(t._catalog) if k)
 
 
 def po_hand(text: str) -> Counter:
@@ -214,7 +215,7 @@ def po_hand(text: str) -> Counter:
 
 
 def po_polib(text: str) -> Counter:
-    po = readers._po_catalog(text)
+    po = records._po_catalog(text)
     return Counter((e.msgid, e.msgstr or e.msgstr_plural.get(0, "")) for e in po
                    if e.msgid and not e.obsolete and not e.fuzzy)
 
@@ -235,7 +236,7 @@ def bench_po(limit: int | None):
             ref = mo_reference(mo)
         except (OSError, UnicodeError, LookupError):  # a catalog gettext itself cannot read: no reference
             continue
-        text = readers._decode_po(str(po), po.read_bytes())  # msgunfmt writes the catalog's charset
+        text = records._decode_po(str(po), po.read_bytes())  # msgunfmt writes the catalog's charset
         nbytes += len(text.encode())
         n_ref += sum(ref.values())
         for k, fn in fns.items():
@@ -268,12 +269,12 @@ def main(argv=None):
     print(f"versions: {readers.fingerprint().decode()}")
     if os.path.isdir(f"{PYDOC}/_sources"):
         bench_markup("reST (Python 3.11 docs, vs Sphinx HTML)", pairs_rst(a.limit), sphinx_reference,
-                     {"hand-written": hand.rst_to_text, "docutils": readers.rst_to_text})
+                     {"hand-written": hand.rst_to_text, "docutils": prose.rst_to_text})
     else:
         print(f"\n## reST: skipped, {PYDOC}/_sources missing (see the module docstring)")
     if os.path.isdir(NODEDOC):
         bench_markup("Markdown (Node.js API docs, vs Node HTML)", pairs_md(a.limit), node_reference,
-                     {"hand-written": hand.markdown_to_text, "markdown-it-py": readers.markdown_to_text})
+                     {"hand-written": hand.markdown_to_text, "markdown-it-py": prose.markdown_to_text})
     else:
         print(f"\n## Markdown: skipped, {NODEDOC} missing")
     bench_po(a.po_limit)

@@ -25,7 +25,8 @@ import time  # noqa: E402
 
 from codept.structure.view import tokenize  # noqa: E402
 from codept.text.build import build_text_view  # noqa: E402
-from codept.text.readers import TextDoc, read_file  # noqa: E402
+from codept.text.items import TextDoc  # noqa: E402
+from codept.text.readers import read_file  # noqa: E402
 from codept.tokenizer import default_tokenizer_dir, load_tokenizer  # noqa: E402
 
 

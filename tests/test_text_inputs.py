@@ -16,7 +16,8 @@ import pytest
 import codept.text.prepare as tprep
 from codept.data.sources import stdlib_files
 from codept.text.prepare import TextConfig, prepare_text
-from codept.text.readers import PairDoc, Skip, TextDoc, read_file
+from codept.text.items import PairDoc, Skip, TextDoc
+from codept.text.readers import read_file
 from codept.text.view import PairView, TextView
 from codept.tokenizer import train_tokenizer
 

@@ -15,7 +15,8 @@ import datasets
 import pytest
 
 from codept.data.sources import stdlib_files
-from codept.text.readers import Skip, TextDoc, read_file
+from codept.text.items import Skip, TextDoc
+from codept.text.readers import read_file
 from codept.text.view import TextView
 
 SECRET = "PLANTED_OUTSIDE_7f3a9c"

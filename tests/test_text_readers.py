@@ -17,10 +17,12 @@ import pytest
 
 from codept import tokenizer as ctok
 from codept.data.sources import stdlib_files
-from codept.text import readers
+from codept.text import man, readers
 from codept.text.build import build_doc
-from codept.text.readers import (PLACEHOLDER, PairDoc, Skip, TextDoc, discover, markdown_to_text, normalise_message,
-                                 read_file, read_sources, rst_to_text)
+from codept.text.items import PairDoc, Skip, TextDoc
+from codept.text.prose import markdown_to_text, rst_to_text
+from codept.text.readers import discover, read_file, read_sources
+from codept.text.records import PLACEHOLDER, normalise_message
 from codept.text.segment import count_words
 from codept.text.view import PairView, TextView
 
@@ -189,7 +191,7 @@ def test_man_page_real():
 def test_man_unavailable(monkeypatch, tmp_path):
     p = tmp_path / "x.1"
     p.write_text(".TH X 1\n.SH NAME\nx \\- test\n")
-    monkeypatch.setattr(readers.shutil, "which", lambda name: None)
+    monkeypatch.setattr(man.shutil, "which", lambda name: None)
     assert list(read_file(p)) == [Skip(str(p), "man_unavailable", "no 'groff' executable on PATH")]
 
 

@@ -20,7 +20,8 @@ from codept import tokenizer as ctok
 from codept.data.sources import stdlib_files
 from codept.text import segment
 from codept.text.build import build_pair_view, build_text_view, token_words
-from codept.text.readers import TextDoc, read_file
+from codept.text.items import TextDoc
+from codept.text.readers import read_file
 from codept.text.view import (PAIR_ARROW_SCHEMA, TEXT_ARROW_SCHEMA, PairView, TextView, pairs_to_table,
                               table_to_pairs, table_to_views, views_to_table, word_spans)
 

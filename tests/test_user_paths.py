@@ -343,7 +343,7 @@ def test_prepare_text_keeps_code_pairs(tmp_path):
     translate's own jsonl format was bad_record), so training found an empty views dataset. Now code
     languages are pair languages (by name or alias: 'py', 'Rust'); 'cs' (Czech) stays a natural language."""
     from codept.text.prepare import prepare_text
-    from codept.text.readers import pair_lang
+    from codept.text.records import pair_lang
 
     a, b, c = _code_pairs(tmp_path / "src")
     out = prepare_text([str(a), str(b)], out=tmp_path / "v", progress=False)

@@ -14,7 +14,7 @@ Its inputs are PairViews (codept.text.view), built here:
 ``pairs_table`` stores them as a pair-views Arrow table (codept.text.view.pairs_to_table) for
 codept.views.view_source. Cost: tokenization of both sides at build time; the objective O(T).
 Not covered: fetching parallel corpora (the user supplies the jsonl); a prepare-text reader for the
-jsonl (build the table with these functions, or add a reader to codept/text/readers.py).
+jsonl (build the table with these functions, or add a reader to codept/text/records.py).
 """
 
 from __future__ import annotations

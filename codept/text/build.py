@@ -116,7 +116,7 @@ def build_text_view(path: str, lang: str, text: str, tokenizer, *, user_dict: st
 def build_pair_view(path: str, src_lang: str, src: str, tgt_lang: str, tgt: str, tokenizer, *,
                     user_dict: str | None = None) -> PairView:
     """A translation pair: each side is a TextView of its own (same path). A side in a code language
-    (codept.text.readers.pair_lang: 'python', 'java', ...) is built by the English rules, which the
+    (codept.text.records.pair_lang: 'python', 'java', ...) is built by the English rules, which the
     pair objectives never read, and then named by its language (codept.objectives.translate)."""
     from codept.languages import available_languages
 
@@ -131,8 +131,8 @@ def build_pair_view(path: str, src_lang: str, src: str, tgt_lang: str, tgt: str,
 
 
 def build_doc(doc, tokenizer, *, user_dict: str | None = None) -> TextView | PairView:
-    """A reader's TextDoc or PairDoc (codept.text.readers) -> its view."""
-    from codept.text.readers import PairDoc, TextDoc
+    """A reader's TextDoc or PairDoc (codept.text.items) -> its view."""
+    from codept.text.items import PairDoc, TextDoc
 
     if isinstance(doc, TextDoc):
         return build_text_view(doc.path, doc.lang, doc.text, tokenizer, user_dict=user_dict)

@@ -62,7 +62,8 @@ from codept.data.jobs import (
 from codept.data.jobs import progress as progress_bar
 from codept.data.records import Listing, add_file_stats
 from codept.text.build import build_doc
-from codept.text.readers import PairDoc, Skip, TextDoc, discover, read_file
+from codept.text.items import PairDoc, Skip, TextDoc
+from codept.text.readers import discover, read_file
 from codept.text.readers import fingerprint as readers_fingerprint
 from codept.text.segment import segmenter_fingerprint
 from codept.text.view import PAIR_ARROW_SCHEMA, TEXT_ARROW_SCHEMA, PairView
