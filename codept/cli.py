@@ -304,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
     probe_formats.add_arguments(pbe)
     pbe.set_defaults(fn=_cmd_probe_bench)
 
-    from codept.data.corpora import add_cli as add_corpora_cli
+    from codept.data.fetch import add_cli as add_corpora_cli
 
     add_corpora_cli(sub)
     from codept.exec.commands import add_cli as add_exec_cli

@@ -324,8 +324,8 @@ def test_summary_falls_back_to_a_definition_with_a_summary(small_tok):
 def test_summary_skips_tags_and_markup(small_tok, lang, src, expected):
     """Javadoc / PHPDoc / YARD: a line opening with a tag ends the summary, tags opening the doc are
     skipped (with their indented continuation), inline tags and HTML dropped: the summary is what
-    the probe's query cleaner (codept.probe.build.clean_query, on strings) makes of the doc."""
-    from codept.probe.build import clean_query, normalize_query
+    the probe's query cleaner (codept.probe.query.clean_query, on strings) makes of the doc."""
+    from codept.probe.query import clean_query, normalize_query
 
     v = build_view("a", lang, src, small_tok)
     obj = build("code_doc", Vocab.from_tokenizer(small_tok), pairs=1)
@@ -352,7 +352,7 @@ def _java(doc: str) -> str:
 def test_summary_reads_markup_as_the_probe_does(small_tok, lang, src):
     """Docs that open with markup, or mix markup and punctuation in one token ("}.", ">,"): the
     doc side has no markup left and says what the probe's query says."""
-    from codept.probe.build import clean_query, normalize_query
+    from codept.probe.query import clean_query, normalize_query
 
     v = build_view("a", lang, src, small_tok)
     (_, _, _, ns, ne, ds, de), = [f for f in v.functions.tolist() if f[0] != DEFINITION_KINDS.index("class")]
@@ -384,10 +384,10 @@ def test_summary_of_brace_language_docs(small_tok, lang, fixture, expected):
 
 
 def test_summary_agrees_with_the_probe_queries_on_the_stdlib(small_tok):
-    """The training doc side and the probe's query (codept.probe.build.clean_query, an independent
+    """The training doc side and the probe's query (codept.probe.query.clean_query, an independent
     string-level cleaner) agree word for word on most stdlib docstrings."""
     from codept.objectives.code_doc import summary_tokens
-    from codept.probe.build import clean_query, normalize_query
+    from codept.probe.query import clean_query, normalize_query
 
     n = same = 0
     for v in stdlib_views(small_tok, 350, 380):

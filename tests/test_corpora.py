@@ -1,4 +1,4 @@
-"""Demo-corpus registry and fetcher (codept.data.corpora).
+"""Demo-corpus registry and fetcher (codept.data.corpora, codept.data.fetch).
 
 Registry consistency and command construction run offline. The fetch tests download small real
 packages (networkx wheel ~2 MB, express tarball ~23 KB, four small Ruby .debs ~0.5 MB); they are
@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from codept.data import corpora as cc
+from codept.data import fetch as cf
 from codept.data.corpora import CODE_LANGS, CORPORA, METHODS, MORE_CODE_LANGS, ROLES, Corpus
 
 REPO = Path(__file__).resolve().parents[1]
@@ -101,33 +102,33 @@ def test_select():
 # --- commands and refusal (offline) ------------------------------------------------------------------
 
 def test_commands(tmp_path):
-    assert cc.pip_download_cmd("numpy==2.4.6", tmp_path)[:4] == [sys.executable, "-m", "pip", "download"]
-    assert cc.pip_download_cmd("numpy==2.4.6", tmp_path)[-3:] == ["-d", str(tmp_path), "numpy==2.4.6"]
-    assert "--no-deps" in cc.pip_download_cmd("numpy==2.4.6", tmp_path)
+    assert cf.pip_download_cmd("numpy==2.4.6", tmp_path)[:4] == [sys.executable, "-m", "pip", "download"]
+    assert cf.pip_download_cmd("numpy==2.4.6", tmp_path)[-3:] == ["-d", str(tmp_path), "numpy==2.4.6"]
+    assert "--no-deps" in cf.pip_download_cmd("numpy==2.4.6", tmp_path)
     # sdist: the project alone from source; `--no-binary :all:` built its build requirements
     # (setuptools, wheel) from source too (pythonnet: timed out after 900 s)
-    sd = cc.pip_download_cmd("pythonnet==3.2.1", tmp_path, sdist=True)
+    sd = cf.pip_download_cmd("pythonnet==3.2.1", tmp_path, sdist=True)
     assert sd[sd.index("--no-binary") + 1] == "pythonnet" and ":all:" not in sd
-    assert cc.pip_download_cmd("greenlet>=3", tmp_path, sdist=True)[sd.index("--no-binary") + 1] == "greenlet"
+    assert cf.pip_download_cmd("greenlet>=3", tmp_path, sdist=True)[sd.index("--no-binary") + 1] == "greenlet"
     with pytest.raises(ValueError, match="project name"):
-        cc.pip_download_cmd("==1.0", tmp_path, sdist=True)
-    npm = cc.npm_pack_cmd("express@5.3.0")
+        cf.pip_download_cmd("==1.0", tmp_path, sdist=True)
+    npm = cf.npm_pack_cmd("express@5.3.0")
     assert npm[:2] == ["npm", "pack"] and npm[-1] == "express@5.3.0"
-    cmd = cc.apt_download_cmd(CORPORA["ruby-gems"].spec)
+    cmd = cf.apt_download_cmd(CORPORA["ruby-gems"].spec)
     assert cmd[:2] == ["apt-get", "download"] and "install" not in cmd
     assert cmd[-4:] == ["ruby-rack", "ruby-sinatra", "ruby-rspec-core", "ruby-minitest"]
 
 
 def test_refuses_dest_inside_a_git_repo(tmp_path):
-    assert cc.git_root(REPO / "corpora") == REPO
+    assert cf.git_root(REPO / "corpora") == REPO
     with pytest.raises(ValueError, match="inside the git working tree .*never be committed"):
-        cc.fetch(["express"], REPO / "corpora-should-not-exist")
+        cf.fetch(["express"], REPO / "corpora-should-not-exist")
     assert not (REPO / "corpora-should-not-exist").exists()
     (tmp_path / "proj" / ".git").mkdir(parents=True)
     with pytest.raises(ValueError, match="dest .* inside the git working tree"):
-        cc.fetch(["express"], tmp_path / "proj" / "data" / "corpora")
+        cf.fetch(["express"], tmp_path / "proj" / "data" / "corpora")
     with pytest.raises(ValueError, match="workdir .* inside the git working tree"):
-        cc.fetch(["express"], tmp_path / "out", workdir=tmp_path / "proj" / "w")
+        cf.fetch(["express"], tmp_path / "out", workdir=tmp_path / "proj" / "w")
 
 
 def test_keep_filters_zip_gunzip_and_missing_path(tmp_path):
@@ -151,16 +152,16 @@ def test_keep_filters_zip_gunzip_and_missing_path(tmp_path):
     c = Corpus("t", "train", "python", "pip", ("t==1.0",), "MIT", True, keep=("a", "b/src.zip"),
                suffixes=(".py", ".rst", ".java"), exclude=("*/skip_*",), gunzip=True)
     out = tmp_path / "out"
-    cc._keep(c, root, out)
+    cf._keep(c, root, out)
     got = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
     assert got == ["a/doc.rst", "a/sub/y.py", "a/x.py", "src.zip/java.base/java/lang/Object.java"]
     assert (out / "a" / "doc.rst").read_text() == "Title\n=====\n"
     # No suffixes: everything but binaries.
     out2 = tmp_path / "out2"
-    cc._keep(Corpus("t", "train", "python", "pip", ("t==1.0",), "MIT", True, keep=("a",)), root, out2)
+    cf._keep(Corpus("t", "train", "python", "pip", ("t==1.0",), "MIT", True, keep=("a",)), root, out2)
     assert "lib.so" not in {p.name for p in out2.rglob("*")} and (out2 / "doc.rst.gz").exists()
     with pytest.raises(RuntimeError, match="keep path 'nope' is not in the unpacked"):
-        cc._keep(Corpus("t", "train", "python", "pip", ("t==1.0",), "MIT", True, keep=("nope",)), root, tmp_path / "o3")
+        cf._keep(Corpus("t", "train", "python", "pip", ("t==1.0",), "MIT", True, keep=("nope",)), root, tmp_path / "o3")
 
 
 def test_cli_list_and_parser(capsys):
@@ -168,7 +169,7 @@ def test_cli_list_and_parser(capsys):
 
     p = argparse.ArgumentParser(prog="codept")
     sub = p.add_subparsers(dest="cmd", required=True)
-    cc.add_cli(sub)
+    cf.add_cli(sub)
     args = p.parse_args(["corpora", "list"])
     assert args.fn(args) == 0
     out = capsys.readouterr().out
@@ -213,7 +214,7 @@ def pip_ok(tmp_path_factory):
 @pytest.mark.slow
 def test_fetch_npm_idempotent_and_manifest(tmp_path, npm_ok):
     dest = tmp_path / "corpora"
-    rows = cc.fetch(["express"], dest)
+    rows = cf.fetch(["express"], dest)
     (row,) = rows
     assert row["status"] == "ok", row["error"]
     assert row["version"] == "5.3.0" and row["spec"] == "express@5.3.0" and row["lang"] == "javascript"
@@ -227,7 +228,7 @@ def test_fetch_npm_idempotent_and_manifest(tmp_path, npm_ok):
     assert [r["name"] for r in manifest] == ["express"] and manifest[0]["n_files"] == row["n_files"]
     # Second call: a no-op (marker found, nothing downloaded), same row.
     t0 = time.monotonic()
-    (again,) = cc.fetch(["express"], dest)
+    (again,) = cf.fetch(["express"], dest)
     assert time.monotonic() - t0 < 1.0
     assert again["cached"] and again["n_files"] == row["n_files"] and again["artefacts"] == row["artefacts"]
     # A changed recipe (here: what is kept) is fetched again, never served stale; a leftover
@@ -235,7 +236,7 @@ def test_fetch_npm_idempotent_and_manifest(tmp_path, npm_ok):
     (dest / "express.partial").mkdir()
     (dest / "express.partial" / "junk").write_text("x")
     only_index = dataclasses.replace(CORPORA["express"], exclude=("lib/*",))
-    (third,) = cc.fetch(["express"], dest, registry={"express": only_index})
+    (third,) = cf.fetch(["express"], dest, registry={"express": only_index})
     assert third["status"] == "ok" and not third["cached"] and third["n_files"] == 1
     assert not (dest / "express.partial").exists() and not (dest / "express" / "lib").exists()
 
@@ -245,7 +246,7 @@ def test_fetch_pip_wheel_and_bad_spec_is_recorded(tmp_path, pip_ok):
     dest = tmp_path / "corpora"
     bad = Corpus("no-such", "train", "python", "pip", ("codept-no-such-package-zz==0.0.1",), "none", False)
     reg = {"networkx": CORPORA["networkx"], "no-such": bad}
-    rows = cc.fetch(["no-such", "networkx"], dest, registry=reg)
+    rows = cf.fetch(["no-such", "networkx"], dest, registry=reg)
     by = {r["name"]: r for r in rows}
     assert by["no-such"]["status"] == "failed" and "codept-no-such-package-zz" in by["no-such"]["error"]
     assert not (dest / "no-such").exists()
@@ -275,9 +276,9 @@ def test_fetch_apt_small_packages(tmp_path):
         pytest.skip("apt package lists lack ruby-rack/sinatra/rspec-core/minitest (run apt-get update)")
     probe = tmp_path / "probe"  # apt-get download writes into its working directory
     probe.mkdir()
-    if not _answers(cc.apt_download_cmd(["ruby-minitest"]), probe, timeout=60):  # probes the mirror
+    if not _answers(cf.apt_download_cmd(["ruby-minitest"]), probe, timeout=60):  # probes the mirror
         pytest.skip("Debian mirror unreachable (apt-get download ruby-minitest failed)")
-    (row,) = cc.fetch(["ruby-gems"], tmp_path / "corpora")
+    (row,) = cf.fetch(["ruby-gems"], tmp_path / "corpora")
     assert row["status"] == "ok", row["error"]
     assert {a["package"] for a in row["artefacts"]} == set(c.spec)
     assert all(a["version"][0].isdigit() for a in row["artefacts"])

@@ -16,6 +16,7 @@ import pytest
 
 from codept import languages
 from codept.data import corpora as C
+from codept.data import fetch as F
 from codept.data.jobs import SkipFile
 from codept.structure import grammar, kinds
 from codept.structure.view import resolve_identifiers
@@ -40,10 +41,10 @@ USE_TOLERANCE = 0.01
 @pytest.fixture(scope="module")
 def corpora_dir(tmp_path_factory) -> Path:
     given = os.environ.get("CODEPT_CORPORA")
-    if given and all((Path(given) / n / C.MARKER).is_file() for n in EVAL.values()):
+    if given and all((Path(given) / n / F.MARKER).is_file() for n in EVAL.values()):
         return Path(given)
     dest = tmp_path_factory.mktemp("corpora")
-    rows = C.fetch(sorted(EVAL.values()), dest, timeout=300)
+    rows = F.fetch(sorted(EVAL.values()), dest, timeout=300)
     failed = [r for r in rows if r["status"] != "ok"]
     if failed:
         pytest.skip(f"could not fetch {[(r['name'], r.get('error', '')[:120]) for r in failed]}")

@@ -1,4 +1,4 @@
-"""codept.probe.build / split: query cleaning per language, candidates without their doc, filters,
+"""codept.probe.build / query / split: query cleaning per language, candidates without their doc, filters,
 decontamination of planted copies, the deterministic held-out split, probe folders round-tripping."""
 
 from __future__ import annotations
@@ -18,13 +18,12 @@ from codept.probe.build import (
     Contamination,
     add_arguments,
     build_probe,
-    clean_query,
     code_without_doc,
     decontaminate,
     main,
-    normalize_query,
     pairs_from_views,
 )
+from codept.probe.query import clean_query, normalize_query
 from codept.probe.split import held_out, in_domain_probe, split_views
 from codept.structure.view import build_view
 from codept.tokenizer import train_tokenizer

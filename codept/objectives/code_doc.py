@@ -24,7 +24,7 @@
    the function's name dropped as Go writes it; Javadoc / JSDoc / PHPDoc / YARD tags and HTML
    handled as the probe handles them), without the whitespace / quote / comment-marker tokens that
    hold a newline, open a line or open or close the doc: what a code-search query looks like
-   (codept.probe.build.clean_query; exact agreement after normalisation, on 40-80 files of each
+   (codept.probe.query.clean_query; exact agreement after normalisation, on 40-80 files of each
    demo corpus: go 0.98, java 0.92, javascript 0.99, php 1.00, python 0.98, ruby 0.91). No pair
    (None) when no candidate's doc has a word, or each opens with a doctest.
    ``doc="raw"``: every token of the doc as written (quotes / comment markers included). Part 1 =

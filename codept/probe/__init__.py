@@ -5,7 +5,7 @@ A probe folder holds:
   pairs.jsonl   one JSON object per pair (fields of :class:`Pair`), sorted by (lang, path, start)
   probe.json    how it was built: sources, per-language counts, every filter's drop counts,
                 decontamination counts, skipped inputs with reasons
-Submodules: ``build`` (pairs from views: query cleaning per language, filters, decontamination),
+Submodules: ``build`` (pairs from views: filters, decontamination), ``query`` (query cleaning per language),
 ``split`` (the deterministic held-out split shared with training), ``run`` (encoders, pools,
 metrics, reports).
 """

@@ -98,7 +98,7 @@ def stdlib_training_pairs(holdout: float) -> tuple[list[Pair], dict]:
 
 def decontaminate(train: list[Pair], probes: dict[str, list[Pair]]) -> tuple[list[Pair], int]:
     """``train`` without pairs whose normalised query or whitespace-free code occurs in a probe."""
-    from codept.probe.build import normalize_query
+    from codept.probe.query import normalize_query
 
     def body(s: str) -> str:
         return "".join(s.split())

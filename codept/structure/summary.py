@@ -4,7 +4,7 @@
 sentence (codept.text.segment), without the quote / comment-marker / whitespace tokens that frame
 it, a leading repeat of the function's name dropped (Go's "// Foo returns ..."), and, for the
 languages of codept.text.markup.LANGS (java, javascript, php, ruby), Javadoc / JSDoc / PHPDoc / YARD
-tags and HTML read as the probe's query cleaner reads them (codept.probe.build.clean_query).
+tags and HTML read as the probe's query cleaner reads them (codept.probe.query.clean_query).
 :func:`doc_summaries` runs it once per documented definition of a view, when the view is built
 (codept.structure.view: the ``summaries`` field), so that ``code_doc`` (doc="summary") reads a
 summary as an index slice instead of doing this string work for every pair of every read.

@@ -18,7 +18,7 @@ Folders are written once under ``cache_dir()/corpora/<name>-<key>`` (the key: in
 this module's code, the inputs' paths and sizes) with a ``DONE`` marker, atomically renamed.
 Cost: english_docs ~3 s (ast over the stdlib); catalog_docs well under a second per locale;
 tokenizer training a few seconds on a few MB. Not covered: corpora that need a download
-(codept.data.corpora fetches those), de-duplication across documents.
+(codept.data.fetch fetches those), de-duplication across documents.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Markup of doc comments (Javadoc, JSDoc, PHPDoc, YARD/RDoc), shared by the ``code_doc`` objective
-(token space) and the code-search probe's query cleaner (codept.probe.build, string space), so the
+(token space) and the code-search probe's query cleaner (codept.probe.query, string space), so the
 doc side a model trains on and the queries it is probed with are cut the same way.
 
 Regexes only; no state. Not covered: Markdown/reST markup (the probe cleaner handles it on strings).
