@@ -139,6 +139,7 @@ def engine_half(args) -> None:
 
     from codept.train import engine as E
     from codept.train.config import derive
+    from codept.train.process import CPU_MALLOC_ENV
 
     torch.set_num_threads(args.threads)  # the launcher may set OMP_NUM_THREADS=1: same threads for both loops
     world = E.init_distributed()
@@ -148,7 +149,7 @@ def engine_half(args) -> None:
                     precision=args.precision, zero_stage=args.zero_stage, compile=args.compile)
     plan = derive(cfg, world.world_size)
     if world.backend == "gloo":  # the plain process gets the glibc malloc settings init_distributed gave this one
-        for name, value in E.CPU_MALLOC_ENV.items():
+        for name, value in CPU_MALLOC_ENV.items():
             os.environ.setdefault(name, value)
     ctx = multiprocessing.get_context("spawn")
     conn, child_conn = ctx.Pipe()

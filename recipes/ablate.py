@@ -148,7 +148,7 @@ def check_settings(args) -> None:
     """Parse every run's settings with the recipe's own parser (codept.train.loop.configure) before
     any launch: a bad override or mixture stops the ablation in seconds with the parser's message."""
     sys.path.insert(0, str(REPO / "recipes"))
-    from codept.train.config import ConfigError
+    from codept.train.settings import ConfigError
     from pretrain_code import configure
 
     names = [run_name(spec) for spec in args.mixtures]

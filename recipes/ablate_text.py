@@ -78,7 +78,7 @@ def table(results: dict[str, dict]) -> str:
 
 def check_settings(runs: dict, steps: int, overrides: list[str]) -> dict:
     """Every run's settings parsed by the recipe's own parser before any launch: {name: Settings}."""
-    from codept.train.config import ConfigError
+    from codept.train.settings import ConfigError
     from pretrain_text import configure
 
     out = {}

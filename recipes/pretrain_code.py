@@ -20,7 +20,7 @@ summary); what is this recipe's own:
      the model with BM25 and a random-init encoder (cached baselines): ``probe_mrr`` in the summary
      (with code_doc's ``matryoshka`` sizes also ``model_d<size>``). The model's queries and codes get
      code_doc's ``query_prefix`` / ``code_prefix`` (:func:`search_settings`).
-Overrides (one parser, codept.train.config.parse_settings): RunConfig fields (``steps=200``), model
+Overrides (one parser, codept.train.settings.parse_settings): RunConfig fields (``steps=200``), model
 fields with ``model.`` (``model.layers=2``), data settings with ``data.`` (``data.mixture=mlm:2,syntax_span:1``),
 probe settings with ``probe.`` (``probe.every=0``, ``probe.project=``), validation with ``val.``
 (``val.every=25``, ``val.rows=64``), objective settings ``objective.<name>.<field>`` (``objective.mlm.rate=0.2``),
@@ -51,7 +51,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from codept.model import config as T  # noqa: E402  (ModelConfig and presets; no torch before the settings check)
 from codept.probe.defaults import ProbeConfig, check_sources  # noqa: E402
 from codept.train import loop as L  # noqa: E402
-from codept.train.config import ConfigError, RunConfig  # noqa: E402
+from codept.train.config import RunConfig  # noqa: E402
+from codept.train.settings import ConfigError  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)

@@ -47,7 +47,8 @@ from codept.data.pack import overlap_tokens, parse_long  # noqa: E402
 from codept.model import config as T  # noqa: E402  (ModelConfig and presets; no torch before the settings check)
 from codept.text import corpora as C  # noqa: E402
 from codept.train import loop as L  # noqa: E402
-from codept.train.config import ConfigError, RunConfig  # noqa: E402
+from codept.train.config import RunConfig  # noqa: E402
+from codept.train.settings import ConfigError  # noqa: E402
 
 CORPORA = {"text": "text", "pairs": "pair"}  # corpus name -> view kind (objective@corpus)
 CORPUS_NAMES = ("english", "chinese", "tlm")

@@ -169,7 +169,8 @@ def main(argv=None) -> int:
     from codept.data.collate import collate
     from codept.train import checkpoint as ckpt
     from codept.train import engine as E
-    from codept.train.config import RunConfig, override
+    from codept.train.config import RunConfig
+    from codept.train.settings import override
 
     out = Path(a.out)
     cfg = override(RunConfig(seq_len=32, micro_batch_rows=2, global_batch_rows=8, steps=12, lr=1e-2,

@@ -317,7 +317,8 @@ def test_run_switches_are_checked_before_any_work(monkeypatch, tmp_path):
     import sys
     from pathlib import Path
 
-    from codept.train.config import ConfigError, RunConfig, derive, precision_of
+    from codept.train.config import RunConfig, derive, precision_of
+    from codept.train.settings import ConfigError
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recipes"))
     import pretrain_code as CODE

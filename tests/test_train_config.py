@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from codept.train import config as C
-from codept.train.config import DERIVED_KEYS, RunConfig, derive, override
+from codept.train import settings as S
+from codept.train.config import DERIVED_KEYS, RunConfig, derive
+from codept.train.settings import override
 
 REPO = Path(__file__).resolve().parents[1]
 DS_JSONS = sorted((REPO / "ds_configs").glob("*.json"))
@@ -251,7 +253,7 @@ def _settings(*items, heads=("mlm", "contrastive")):
     from codept.objectives import OBJECTIVES
 
     objectives = {n: o.config for n, o in OBJECTIVES.items()}
-    return C.parse_settings(list(items), RunConfig(), {"probe": _Probe(), "flags": _Flags()}, objectives, heads)
+    return S.parse_settings(list(items), RunConfig(), {"probe": _Probe(), "flags": _Flags()}, objectives, heads)
 
 
 def test_parse_settings_routes_and_types_every_kind_of_key():
@@ -285,17 +287,17 @@ def test_parse_settings_routes_and_types_every_kind_of_key():
     ("=3", "expected key=value"),
 ])
 def test_parse_settings_names_key_value_and_rule(item, match):
-    with pytest.raises(C.ConfigError, match=match):
+    with pytest.raises(S.ConfigError, match=match):
         _settings(item)
 
 
 @pytest.mark.parametrize("raw,want", [("true", True), ("False", False), ("1", True), ("0", False),
                                       ("yes", True), ("NO", False)])
 def test_bool_accepts_exactly_the_documented_spellings(raw, want):
-    assert C.parse_value("k", raw, bool) is want
+    assert S.parse_value("k", raw, bool) is want
 
 
 @pytest.mark.parametrize("raw", ["ture", "", "2", "on", "off", "y", "t"])
 def test_bool_refuses_everything_else(raw):
-    with pytest.raises(C.ConfigError, match=f"k={raw!r}: expected a boolean"):
-        C.parse_value("k", raw, bool)
+    with pytest.raises(S.ConfigError, match=f"k={raw!r}: expected a boolean"):
+        S.parse_value("k", raw, bool)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codept.train.config import ConfigError
+from codept.train.settings import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "recipes"))
@@ -325,13 +325,13 @@ def test_mask_share_schedule_starts_at_its_start_value_at_step_1(code_views, sma
     where 0.80 was expected): progress moved per mixture step inside one shuffled packing buffer,
     and a CPU run is shorter than one buffer. Progress now moves per buffer: step 1 is at 0."""
     from codept.objectives.render import Vocab
-    from codept.train import engine as E  # noqa: F401  (the World type)
     from codept.train.loop import packed, set_horizon, streams
+    from codept.train.process import World
 
     vocab = Vocab.from_tokenizer(small_tok)
     mixture = [("mlm", 1.0)]
     settings = {"mlm": {"p_mask_final": 0.0, "schedule_start": 0.0}}  # 0.80 at progress 0, 0 at 1
-    world = E.World(rank=0, world_size=1, local_rank=0, backend="gloo")
+    world = World(rank=0, world_size=1, local_rank=0, backend="gloo")
     stream = packed(streams(code_views, mixture, vocab, settings), mixture, 0, world, 128, vocab.pad_id, 256)
     set_horizon(stream, 200 * 8)  # debug_cpu's rows per rank: a run within the first buffer
     assert 0.76 < _mask_share([next(stream) for _ in range(32)], vocab) < 0.84  # steps 1-2 (~600 targets)

@@ -205,8 +205,9 @@ def test_evaluate_reports_per_head_loss_and_accuracy_in_eval_mode(byte_tok):
                                                ("zero3_offload", "gloo", "cpu_adam")])
 def test_optimizer_kind_fused_on_gpu_ranks_cpu_adam_when_offloaded(name, backend, want):
     from codept.train import config as C
+    from codept.train.optim import optimizer_kind
 
-    assert E.optimizer_kind(C.load_engine_json(name), backend) == want
+    assert optimizer_kind(C.load_engine_json(name), backend) == want
 
 
 

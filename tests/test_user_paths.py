@@ -176,16 +176,16 @@ def test_every_bad_setting_is_refused_in_under_5_s_before_torch(tmp_path, recipe
 
 
 def test_a_run_without_a_launcher_is_one_rank(monkeypatch):
-    from codept.train import engine as E
+    from codept.train.process import single_process_env
 
     for k in LAUNCHER_ENV:
         monkeypatch.delenv(k, raising=False)
-    assert E.single_process_env()
+    assert single_process_env()
     assert (os.environ["RANK"], os.environ["WORLD_SIZE"], os.environ["LOCAL_RANK"]) == ("0", "1", "0")
     assert 0 < int(os.environ["MASTER_PORT"]) < 65536
     monkeypatch.setenv("WORLD_SIZE", "2")  # a launcher's environment is its own
     monkeypatch.setenv("RANK", "1")
-    assert not E.single_process_env() and os.environ["RANK"] == "1"
+    assert not single_process_env() and os.environ["RANK"] == "1"
 
 
 def _batches(path: Path) -> dict[int, list[dict]]:

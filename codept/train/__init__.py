@@ -1,5 +1,6 @@
-"""Training: run config and derivation (``config``), the DeepSpeed engine and the normalised optimizer
-step (``engine``, the only deepspeed import), crash-safe checkpoints (``checkpoint``), and the wiring
+"""Training: run config and derivation (``config``), the one ``key=value`` settings parser
+(``settings``), the DeepSpeed engine and the normalised optimizer step (``engine``, the only deepspeed
+import; its deepspeed-free parts: ``optim``, ``process``), crash-safe checkpoints (``checkpoint``), and the wiring
 every recipe shares (``loop``: settings checked before any work, corpora -> streams, held-out
 validation of every head, the step loop, logs, clean exits; recipes/pretrain_code.py is its user).
 

@@ -12,9 +12,9 @@ with g++ on CPU (about a minute) is compiled once per machine.
      CPU ranks keep the default for-each kernel, whose numerics the CPU tests pin); when the
      ds_config offloads the optimizer to CPU, DeepSpeed's ``DeepSpeedCPUAdam`` instead (DeepSpeed
      refuses other optimizers with ZeRO-Offload; it compiles its cpu_adam op once, cached too).
-     :func:`optimizer_kind` names the choice.
-  3. A ``LambdaLR`` over ``config.lr_multiplier`` (warm-up + decay); DeepSpeed steps it after every
-     optimizer step and saves it in its checkpoint.
+     ``codept.train.optim.optimizer_kind`` names the choice.
+  3. A ``LambdaLR`` over ``config.lr_multiplier`` (warm-up + decay; ``codept.train.optim.Schedule``);
+     DeepSpeed steps it after every optimizer step and saves it in its checkpoint.
   4. ``deepspeed.initialize(model, optimizer, lr_scheduler, config)``.
   5. With ``RunConfig.compile``, ``engine.compile()``: the module (model, heads and losses) is
      compiled in place by torch.compile (inductor); parameter names, checkpoints and exports are
@@ -48,7 +48,8 @@ raise together on a mismatch).
 :func:`evaluate` (engine, fixed held-out micro-batches, heads) -> ``val/<h>/loss`` and ``val/<h>/acc``
 (codept.model.heads.Metrics summed over batches and ranks; eval mode, no_grad; a collective).
 
-Also here: :func:`init_distributed` (on CPU it also tunes glibc malloc: :func:`tune_cpu_allocator`),
+Also here: :func:`init_distributed` (on CPU it also tunes glibc malloc:
+``codept.train.process.tune_cpu_allocator``; it returns a ``codept.train.process.World``),
 collectives for codept.train.checkpoint, :func:`full_params` / :func:`full_grads` (ZeRO-aware, for tests
 and export), :func:`shutdown` (destroy the process group, delete this job's
 ``/dev/shm/deepspeed_allreduce_buffer_*`` file that DeepSpeed never deletes) and :func:`exit_process`
@@ -67,7 +68,6 @@ import math
 import os
 import sys
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -78,7 +78,9 @@ import deepspeed.comm as dist  # noqa: E402
 import torch  # noqa: E402
 
 from codept.data.example import IGNORE  # noqa: E402
-from codept.train.config import Plan, RunConfig, derive, lr_multiplier  # noqa: E402
+from codept.train.config import Plan, RunConfig, derive  # noqa: E402
+from codept.train.optim import Schedule, optimizer_kind  # noqa: E402
+from codept.train.process import World, single_process_env, tune_cpu_allocator  # noqa: E402
 
 SHM_PREFIX = "/dev/shm/deepspeed_allreduce_buffer"
 
@@ -87,73 +89,10 @@ LossFn = Callable[[torch.nn.Module, dict], "Mapping[str, HeadOut] | HeadOut"]
 CountFn = Callable[[dict], "Mapping[str, int]"]
 
 
-@dataclass(frozen=True)
-class World:
-    rank: int
-    world_size: int
-    local_rank: int
-    backend: str
-
-
-# glibc malloc settings for CPU training processes (see tune_cpu_allocator); the names are glibc's
-# environment variables with the same meaning, for child processes that should match.
-CPU_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
-
-
-def tune_cpu_allocator() -> dict[str, str]:
-    """Make glibc malloc keep freed memory for reuse in this process. Returns the settings applied: {}
-    when none (not glibc, or the user set either variable of CPU_MALLOC_ENV, which glibc then applied).
-
-    Why: ZeRO on CPU allocates and frees tensors the size of the flat gradient partition every step
-    (flattened gradients, AdamW's temporaries on the flat fp32 partition, the fp64 copies of the grad
-    norm). By default glibc serves such chunks with fresh mmap pages once they pass its dynamic mmap
-    threshold, and trims freed memory off the top of the heap, so every step faulted ~30-120 MB of new
-    zero pages in again: 7-45 k minor page faults per step for the debug_cpu model with ZeRO-2, up to
-    5-10 % of a step (the torch loop of benchmarks/bench_engine.py: ~0-5 k). The mmap threshold fixed at
-    glibc's maximum (32 MiB; smaller chunks come from the heap and are reused) and a 1 GiB trim
-    threshold bring it to ~0. Cost: up to 1 GiB of freed heap stays with the process. Process-wide,
-    so init_distributed calls it only on the CPU accelerator (a CPU training process)."""
-    if any(k in os.environ for k in CPU_MALLOC_ENV):
-        return {}
-    import ctypes
-
-    try:
-        mallopt = ctypes.CDLL(None).mallopt  # glibc; absent on macOS, a stub returning 0 on musl
-    except (OSError, AttributeError):
-        return {}
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
-    applied = {}
-    for opt, key in ((m_mmap_threshold, "MALLOC_MMAP_THRESHOLD_"), (m_trim_threshold, "MALLOC_TRIM_THRESHOLD_")):
-        if mallopt(opt, int(CPU_MALLOC_ENV[key])) == 1:
-            applied[key] = CPU_MALLOC_ENV[key]
-    return applied
-
-
-LAUNCHER_ENV = ("RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
-
-
-def single_process_env() -> bool:
-    """``python recipes/pretrain_code.py`` without a launcher: no RANK / WORLD_SIZE (nor MPI's or
-    Slurm's variables) in the environment. DeepSpeed then falls back to MPI discovery, a traceback
-    without mpi4py; instead this sets a one-rank job (RANK=0, WORLD_SIZE=1, a free local port).
-    True when it did; a launched rank's environment is left as the launcher set it."""
-    if any(k in os.environ for k in LAUNCHER_ENV):
-        return False
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1",
-                      MASTER_ADDR=os.environ.get("MASTER_ADDR", "127.0.0.1"),
-                      MASTER_PORT=os.environ.get("MASTER_PORT", str(port)))
-    return True
-
-
 def init_distributed(timeout_s: float = 1800.0) -> World:
     """Join the process group the launcher (``deepspeed``/``torchrun``) set up: gloo on CPU, the
-    accelerator's backend (nccl) otherwise. On CPU it also calls :func:`tune_cpu_allocator` and, once
+    accelerator's backend (nccl) otherwise. On CPU it also calls
+    :func:`codept.train.process.tune_cpu_allocator` and, once
     every rank has mapped its peers' shared-memory all-reduce buffers, deletes this rank's
     ``/dev/shm`` buffer file (the mapping lives on; DeepSpeed never deletes it, 66 MiB per rank)."""
     from datetime import timedelta
@@ -178,28 +117,6 @@ def init_distributed(timeout_s: float = 1800.0) -> World:
         get_accelerator().set_device(local)
     return World(rank=dist.get_rank(), world_size=dist.get_world_size(), local_rank=local,
                  backend=backend or get_accelerator().communication_backend_name())
-
-
-class Schedule:
-    """Picklable lr multiplier (LambdaLR saves callable objects' __dict__ in its state)."""
-
-    def __init__(self, schedule: dict):
-        self.schedule = dict(schedule)
-
-    def __call__(self, step: int) -> float:
-        return lr_multiplier(step, self.schedule)
-
-
-def _offloads_optimizer(ds_config: dict) -> bool:
-    off = ds_config.get("zero_optimization", {}).get("offload_optimizer") or {}
-    return off.get("device", "none") in ("cpu", "nvme")
-
-
-def optimizer_kind(ds_config: dict, backend: str) -> str:
-    """``"cpu_adam"`` (ZeRO-Offload), ``"adamw_fused"`` (GPU ranks: nccl) or ``"adamw"`` (CPU ranks)."""
-    if _offloads_optimizer(ds_config):
-        return "cpu_adam"
-    return "adamw_fused" if backend == "nccl" else "adamw"
 
 
 def build_engine(model: torch.nn.Module, cfg: RunConfig, world: World, params=None, plan: Plan | None = None):
@@ -236,18 +153,6 @@ def checkpoint_globals() -> list:
     from deepspeed.utils.tensor_fragment import fragment_address
 
     return [fragment_address, ZeroStageEnum, LossScaler, DynamicLossScaler]
-
-
-def reschedule(engine, schedule: dict) -> None:
-    """Replace the learning-rate schedule of a built (or resumed) engine: its LambdaLR's multiplier
-    (a checkpoint restores the saved one) and the current learning rate, which the next step uses,
-    recomputed at the scheduler's step. For a resume with more (or fewer) steps: the decay then
-    ends at the new last step."""
-    sched = engine.lr_scheduler
-    sched.lr_lambdas[0].schedule = dict(schedule)
-    for group, base in zip(sched.optimizer.param_groups, sched.base_lrs):
-        group["lr"] = base * sched.lr_lambdas[0](sched.last_epoch)
-    sched._last_lr = [g["lr"] for g in sched.optimizer.param_groups]
 
 
 # ------------------------------------------------------------------------------------------------

@@ -3,11 +3,11 @@
 held-out validation of every head, logs, and an exit path that never leaks.
 
 1. :func:`configure` parses every ``key=value`` setting with the ONE parser
-   (codept.train.config.parse_settings) and checks what depends on the mixture: ``data.mixture``
+   (codept.train.settings.parse_settings) and checks what depends on the mixture: ``data.mixture``
    names registered objectives with finite weights > 0, each at most once; ``objective.<name>.*``
    only for objectives of the mixture; ``loss.<head>`` only for heads the mixture trains, not all 0.
    It runs before the process group and before prepare: a bad setting costs seconds, not a prepare.
-2. :func:`guarded` runs a recipe's main: a :class:`~codept.train.config.ConfigError` is printed once
+2. :func:`guarded` runs a recipe's main: a :class:`~codept.train.settings.ConfigError` is printed once
    (by rank 0, or by the process the launcher calls rank 0 before the group exists), without a
    traceback, and the process exits 2; on every exit path this rank's DeepSpeed ``/dev/shm`` buffer
    file is deleted (codept.train.engine.init_distributed deletes it already once all ranks mapped it).
@@ -49,9 +49,11 @@ from codept.views import view_source
 from codept.model.config import HEAD_NAMES
 from codept.objectives import HEADS_OF, LOSS_WEIGHTS_OF, MODEL_OF, OBJECTIVES
 from codept.objectives import build as build_objective
-from codept.train.config import ConfigError, RunConfig, Settings, parse_settings
+from codept.train.config import RunConfig
 from codept.train.mixture import (CORPUS_SEP, corpora_used, corpus_of, heads_of,  # noqa: F401 (their old home)
                                   objective_of, parse_mixture)
+from codept.train.optim import reschedule
+from codept.train.settings import ConfigError, Settings, parse_settings
 
 # torch is imported on first use, never by the settings check: a bad setting is refused in ~2 s
 # (importing torch alone is 3-4 s on a shared 2-core machine, deepspeed 7 s); tests/test_layering.py
@@ -676,7 +678,7 @@ class Job:
     settings: Settings
     mixture: list
     init_dir: Path | None
-    world: object = None  # codept.train.engine.World
+    world: object = None  # codept.train.process.World
     corpora: Corpora | None = None
     tokenizer: object = None
     vocab: object = None
@@ -854,7 +856,7 @@ def _engine_and_resume(job: Job, stream, plan) -> tuple:
     if resume is None:
         return net, head_loaded, priors, 0
     if "steps" in plan.applied:  # the saved lr schedule decays to the old last step
-        E.reschedule(job.engine, job.engine.codept_plan.schedule)
+        reschedule(job.engine, job.engine.codept_plan.schedule)
     stream.load_state_dict(resume.stream_state(job.world.rank, job.world.world_size))  # re-split if needed
     if resume.rng is not None:
         checkpoint.restore_rng(resume.rng)  # the stream draws from numpy Generators only: restore now

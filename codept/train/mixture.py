@@ -11,7 +11,7 @@ import difflib
 import math
 
 from codept.objectives import HEADS_OF, OBJECTIVES, VIEWS_OF
-from codept.train.config import ConfigError
+from codept.train.settings import ConfigError
 
 CORPUS_SEP = "@"
 

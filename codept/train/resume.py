@@ -36,7 +36,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from codept.train.config import ConfigError, Settings, split_item
+from codept.train.settings import ConfigError, Settings, split_item
 
 # settings a resume may change: what each changes (none changes a step already taken or a draw)
 MAY_CHANGE = {
