@@ -24,7 +24,8 @@ ident_mask's 512-token examples, which a recipe refuses. Extra contenders (``EXT
 pairs=1`` (the single-pair path, issue 28.4), and ``<name> row`` for nsp, sop and glm: the same objective
 with its example budget ``max_tokens`` = the row (BERT / ALBERT / GLM: pairs and blanks fill
 max_seq_length; the defaults are CPU-sized: 64 for nsp/sop, 256 for glm), to tell a fixed cost per
-example from a cost per token.
+example from a cost per token; ``<name> walk`` (and ``walk row``) for nsp and sop: pairs chunk after
+chunk through the whole document (BERT's loop), not one pair per document read.
 An objective whose views the run has none of (pairs for ``tlm``) is listed as skipped with why.
 Tokens/s counts delivered (non-padding) tokens of the collated batches; a codept stream runs to the end
 of a packing buffer (whole buffers, as training consumes them). The verdict lines give each
@@ -91,6 +92,10 @@ EXTRA = [  # (label, objective, settings): "row" = the row length (--seq)
     ("code_doc pairs=1", "code_doc", {"pairs": 1}),
     ("nsp row", "nsp", {"max_tokens": "row"}),
     ("sop row", "sop", {"max_tokens": "row"}),
+    ("nsp walk", "nsp", {"walk": True}),
+    ("sop walk", "sop", {"walk": True}),
+    ("nsp walk row", "nsp", {"walk": True, "max_tokens": "row"}),
+    ("sop walk row", "sop", {"walk": True, "max_tokens": "row"}),
     ("glm row", "glm", {"max_tokens": "row"}),
 ]
 

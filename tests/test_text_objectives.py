@@ -180,6 +180,38 @@ def test_nsp_same_document_negatives_are_from_the_document_and_not_adjacent(docs
     assert abs(np.mean(labels) - 0.5) < 0.04
 
 
+def test_walk_pairs_cover_the_document_in_order_and_reuse_unused_sentences(docs, vocab):
+    """walk=True (BERT's loop over a document): SOP's pairs tile the document's sentences in order,
+    each sentence once (but a lone last one); NSP's positives continue where the last chunk ended,
+    a random-next chunk gives its B sentences back (the next A starts at them)."""
+    sop = build("sop", vocab, mlm_rate=0.0, p_swap=0.0, short_seq_prob=0.0, walk=True)
+    for i, d in enumerate(docs):
+        exs = sop(d, np.random.default_rng([i, 0, i, 1]))
+        sents, ids = np.asarray(d.sentences), np.asarray(d.input_ids)
+        chunks, start = [], 0  # the chunks the walk must take: the budget is fixed (short_seq_prob=0)
+        while len(sents) - start >= 2:
+            chunks.append(S.chunk(sents, start, 64 - 3))
+            start = chunks[-1][1]
+        assert isinstance(exs, list) and len(exs) == len(chunks) >= 2
+        assert len(sents) - chunks[-1][1] <= 1  # all sentences used but a lone last one
+        for ex, (first, end) in zip(exs, chunks):
+            a, b = _sides(ex, vocab)
+            span = ids[sents[first, 0]:sents[end - 1, 1]]
+            assert _find(span, a) >= 0 and _find(span, b) >= 0  # A and B from this chunk (truncated ends)
+            if len(span) <= 64 - 3:
+                assert np.array_equal(np.r_[a, b], span)  # untruncated: the chunk itself, in order
+    nsp = build("nsp", vocab, mlm_rate=0.0, short_seq_prob=0.0, walk=True)
+    n_pairs = {"walk": 0, "one": 0}
+    for i, d in enumerate(docs):
+        exs = nsp(d, np.random.default_rng([i, 0, i, 1]), _Ctx(docs, i))
+        labels = [e.scalars["nsp"] for e in exs]
+        assert 0 in labels and len(exs) >= 2
+        n_pairs["walk"] += len(exs)
+    one = build("nsp", vocab, mlm_rate=0.0, short_seq_prob=0.0)
+    assert isinstance(one(docs[0], np.random.default_rng(0), _Ctx(docs, 0)), Example)
+    assert n_pairs["walk"] > 3 * len(docs)
+
+
 def test_short_documents_give_no_pair(byte_tok):
     vocab = Vocab.from_tokenizer(byte_tok)
     one = build_text_view("one", "text", "Only one sentence here", byte_tok)

@@ -14,10 +14,15 @@
      third.
 4. Truncate A + B to the budget, render ``[CLS] A [SEP] B [SEP]`` (types 0/1, ``scalars["nsp"]``),
    MLM at ``mlm_rate``.
+5. ``walk=True`` (BERT's ``create_instances_from_document``): instead of one pair from a uniform
+   start, pairs chunk after chunk from sentence 0 to the end of the document (a list of examples);
+   a chunk whose B came from elsewhere gives its unused sentences back to the next chunk, as BERT
+   does. Every sentence then reaches a pair once per epoch (but a lone last sentence), and the cost
+   of reading a view is shared by all its pairs.
 Documents that cannot give a pair return None (the stream drops them; ``eligible`` says which):
 fewer than 2 sentences, and for ``same_document`` fewer than 3. ``random`` needs a Context with
 at least 2 documents (ValueError otherwise). Cost: O(T) per document (+ the partner's view read).
-Not covered: BERT's reuse of the unused sentences of a random-next chunk.
+Not covered: BERT's ``dupe_factor`` (epochs draw other masks instead).
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ class Config:
     mlm_rate: float = 0.15
     p_mask: float = 0.8
     p_random: float = 0.1
+    walk: bool = False  # True: pairs chunk after chunk through the whole document (BERT); False: one pair from a uniform start
 
     def __post_init__(self):
         S.check(self.max_tokens, self.short_seq_prob, self.mlm_rate)
@@ -74,14 +80,17 @@ def same_document_negative(sents: np.ndarray, a: tuple[int, int], budget: int,
 
 
 def build(vocab: render.Vocab, cfg: Config = Config()):
-    def nsp(view, rng: np.random.Generator, ctx=None) -> Example | None:
-        if not eligible(view, cfg.negatives):
-            return None
-        sents, ids = np.asarray(view.sentences), np.asarray(view.input_ids)
+    def pair(sents: np.ndarray, ids: np.ndarray, start: int | None, rng: np.random.Generator,
+             ctx) -> tuple[Example, int]:
+        """One pair from the chunk at ``start`` (None: a uniform start), and where the next chunk of
+        a walk starts: after the chunk, or at B's first sentence when B was not used (BERT)."""
         budget = S.target_length(cfg.max_tokens - 3, cfg.short_seq_prob, rng)
-        first, end = S.chunk(sents, int(rng.integers(0, len(sents) - 1)), budget)
+        if start is None:
+            start = int(rng.integers(0, len(sents) - 1))
+        first, end = S.chunk(sents, start, budget)
         b_first = S.split_chunk(first, end, rng)
         negative = rng.random() < cfg.p_negative
+        after = b_first if negative else end
         other = ids
         if not negative:
             a, b = S.tokens_of(sents, first, b_first), S.tokens_of(sents, b_first, end)
@@ -94,7 +103,15 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
             b, other = random_document_segment(ctx, rng, max(1, budget - (a[1] - a[0])))
         a, b = S.truncate_pair(a, b, cfg.max_tokens - 3, rng)
         return S.render_pair(ids[a[0]:a[1]], np.asarray(other)[b[0]:b[1]], int(negative), "nsp", vocab, rng,
-                             cfg.mlm_rate, cfg.p_mask, cfg.p_random)
+                             cfg.mlm_rate, cfg.p_mask, cfg.p_random), after
+
+    def nsp(view, rng: np.random.Generator, ctx=None) -> Example | list[Example] | None:
+        if not eligible(view, cfg.negatives):
+            return None
+        sents, ids = np.asarray(view.sentences), np.asarray(view.input_ids)
+        if not cfg.walk:
+            return pair(sents, ids, None, rng, ctx)[0]
+        return S.walk(lambda start: pair(sents, ids, start, rng, ctx), len(sents))
 
     return nsp
 

@@ -18,6 +18,8 @@ ranges that tile the document):
    attention segment (no ``parts``), optional MLM (select.random_tokens + render.bert_80_10_10 over
    the non-special tokens), the pair label as ``scalars[name]`` (one value for the document: the
    pair head reads it on the first token, [CLS]).
+7. ``walk``: pairs chunk after chunk from sentence 0 while at least 2 sentences remain (BERT's
+   loop over a document), each pair saying where the next chunk starts.
 Segments are token ranges ``(start, end)`` into the document; nothing is copied until rendering.
 All draws come from the caller's rng (the stream's (seed, epoch, index) generator).
 Cost: O(sentences) to build a chunk, O(T) to render. Not covered: BERT's reuse of the sentences
@@ -99,6 +101,18 @@ def render_pair(ids_a: np.ndarray, ids_b: np.ndarray, label: int, name: str, voc
         chosen = select.random_tokens(vocab.candidates(ids), mlm_rate, rng)
         ids, labels["mlm"] = render.bert_80_10_10(ids, render.tokens_as_units(chosen), vocab, rng, p_mask, p_random)
     return Example(ids, np.ones(len(ids), dtype=bool), labels=labels, scalars={name: int(label)}, types=types)
+
+
+def walk(pair_at, n_sentences: int) -> list[Example]:
+    """``pair_at(start) -> (example, next start)`` from sentence 0 while 2 or more sentences remain."""
+    out, start = [], 0
+    while n_sentences - start >= 2:
+        example, after = pair_at(start)
+        if after <= start:
+            raise ValueError(f"a pair from sentence {start} said the next starts at {after}: no progress")
+        out.append(example)
+        start = after
+    return out
 
 
 def check(max_tokens: int, short_seq_prob: float, mlm_rate: float) -> None:

@@ -10,6 +10,9 @@
 4. Truncate A + B to the budget (BERT's rule), render ``[CLS] A [SEP] B [SEP]`` with types 0/1 and
    ``scalars["sop"]`` = the label; MLM over the same tokens at ``mlm_rate`` (0 = no MLM labels),
    as ALBERT trains both on one input.
+5. ``walk=True``: pairs chunk after chunk from sentence 0 to the end of the document (a list of
+   examples; ALBERT's data builder, BERT's): every sentence reaches a pair once per epoch, but a
+   lone last sentence, and the cost of reading a view is shared by all its pairs.
 A document with fewer than 2 sentences has no order to predict: the objective returns None for it
 (the stream drops it; ``eligible(view)`` says which documents count, and the recipe reports the
 number). Cost: O(T) per document. Not covered: ALBERT's n-gram masking (the masking issue).
@@ -36,6 +39,7 @@ class Config:
     mlm_rate: float = 0.15  # MLM on the pair's tokens (0 = the pair label only)
     p_mask: float = 0.8
     p_random: float = 0.1
+    walk: bool = False  # True: pairs chunk after chunk through the whole document (ALBERT); False: one pair from a uniform start
 
     def __post_init__(self):
         S.check(self.max_tokens, self.short_seq_prob, self.mlm_rate)
@@ -49,12 +53,12 @@ def eligible(view) -> bool:
 
 
 def build(vocab: render.Vocab, cfg: Config = Config()):
-    def sop(view, rng: np.random.Generator, ctx=None) -> Example | None:
-        if not eligible(view):
-            return None
-        sents, ids = np.asarray(view.sentences), np.asarray(view.input_ids)
+    def pair(sents: np.ndarray, ids: np.ndarray, start: int | None, rng: np.random.Generator) -> tuple[Example, int]:
+        """One pair from the chunk at ``start`` (None: a uniform start) and the chunk's end."""
         budget = S.target_length(cfg.max_tokens - 3, cfg.short_seq_prob, rng)
-        first, end = S.chunk(sents, int(rng.integers(0, len(sents) - 1)), budget)
+        if start is None:
+            start = int(rng.integers(0, len(sents) - 1))
+        first, end = S.chunk(sents, start, budget)
         b_first = S.split_chunk(first, end, rng)
         a, b = S.tokens_of(sents, first, b_first), S.tokens_of(sents, b_first, end)
         a, b = S.truncate_pair(a, b, cfg.max_tokens - 3, rng)
@@ -62,7 +66,15 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         if swapped:
             a, b = b, a
         return S.render_pair(ids[a[0]:a[1]], ids[b[0]:b[1]], int(swapped), "sop", vocab, rng,
-                             cfg.mlm_rate, cfg.p_mask, cfg.p_random)
+                             cfg.mlm_rate, cfg.p_mask, cfg.p_random), end
+
+    def sop(view, rng: np.random.Generator, ctx=None) -> Example | list[Example] | None:
+        if not eligible(view):
+            return None
+        sents, ids = np.asarray(view.sentences), np.asarray(view.input_ids)
+        if not cfg.walk:
+            return pair(sents, ids, None, rng)[0]
+        return S.walk(lambda start: pair(sents, ids, start, rng), len(sents))
 
     return sop
 
