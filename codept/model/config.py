@@ -4,7 +4,7 @@ presets (plain functions named for size and hardware) and the names of the regis
 codept.model.transformer (the model) and codept.model.pretrainer (the heads) import torch; a recipe's
 settings are checked before any work, and importing torch alone costs seconds (3-4 s on a shared
 2-core machine), so what the settings check reads lives here. codept.model.transformer re-exports
-every name of this module; tests/test_layering.py checks that the settings check imports no torch
+every name of this module; tests/test_user_paths.py checks that the settings check imports no torch
 and that HEAD_NAMES are codept.model.pretrainer.HEADS.
 """
 

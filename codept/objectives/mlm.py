@@ -16,7 +16,7 @@ Masking modes:
     horizon, a function of the stream state, so exact on resume); the freed share stays unchanged
     (render.scheduled_mask_share). Needs a Context; without one (ctx None) progress is 0.
 The study's third remedy, a lower learning rate for the [MASK] embedding row during fine-tuning, is an
-optimizer option, not a data one: codept.train.engine.MaskRowLR.
+optimizer option, not a data one: codept.train.mask_lr.mask_row_lr.
 Cost: O(T) NumPy per document. Not covered: whole words (``wwm``), spans (``span``, ``t5_span``).
 """
 
