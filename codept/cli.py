@@ -200,6 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--force", action="store_true", help="rebuild even when the cache is complete")
     pp.add_argument("--no-redact", action="store_true", help="keep secrets/PII (default: redact them)")
     pp.add_argument("--no-dedup", action="store_true", help="keep exact duplicates (default: drop them)")
+    pp.add_argument("--structure-only", action="store_true",
+                    help="skip files in a language without a grammar as unknown_language (default: view them "
+                         "as tokens only, grammars/tokens_only.toml; structure objectives skip those views)")
     pp.add_argument("--fields", action="store_true",
                     help="object fields (self.x, this.x) as identifiers with comesFromField dataflow edges")
     pp.add_argument("--near-dedup", type=jaccard, default=0.0, metavar="JACCARD",

@@ -14,22 +14,33 @@ the compiled grammar and queries.
 3. :func:`extension_map` and :func:`alias_map` join every language: an extension, and a lower-case
    name or alias, may belong to one language only (ValueError naming both claimants).
 4. :func:`language_for_path` and :func:`canonical_language` answer from those maps.
+5. Token-only languages (no grammar): ``grammars/tokens_only.toml`` lists languages by name with
+   their extensions, file names (``Makefile``) and aliases; :func:`view_language_for_path` and
+   :func:`view_language` answer with a grammar language first, then a token-only one. A dataset
+   row's tag that names neither is a token-only language under its normalised name (lower case,
+   blanks as ``_``) when that matches ``TAG_RULE`` (The Stack's 600+ tags: ``Jupyter Notebook`` ->
+   ``jupyter_notebook``); else None. A name, alias, extension or file name claimed by a grammar and
+   by that file is a ValueError naming both. :func:`has_grammar` tells the two kinds apart.
 
 Cost: one TOML read per language, cached per grammars folder for the life of the process (edit a
 language.toml and call :func:`clear_cache`, as tests do). Not covered: languages told apart by
-content rather than extension (``.h`` is C here, whatever the file holds), shebang detection.
+content rather than extension (``.h`` is C here, whatever the file holds), shebang detection,
+guessing a token-only language from content.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 REQUIRED_KEYS = ("module", "extensions", "line_comment", "scope_order")
 SCOPE_ORDERS = ("hoisted", "sequential")
+TOKENS_ONLY_FILE = "tokens_only.toml"  # in grammars_dir(): the languages viewed without a grammar
+TAG_RULE = re.compile(r"[a-z0-9][a-z0-9_+#.-]{0,39}")  # a token-only language name (normalised tag)
 
 
 @dataclass(frozen=True)
@@ -78,6 +89,7 @@ def clear_cache() -> None:
     """Forget every language.toml read (for a process that edits one)."""
     _language.cache_clear()
     _maps.cache_clear()
+    _token_maps.cache_clear()
 
 
 def extension_map() -> dict[str, str]:
@@ -100,6 +112,42 @@ def canonical_language(name: object) -> str | None:
     if not isinstance(name, str):
         return None
     return alias_map().get(name.strip().lower())
+
+
+def has_grammar(name: str) -> bool:
+    """True when ``grammars/<name>/language.toml`` exists: the language gets full structure."""
+    return name in _maps(str(grammars_dir()))[2]
+
+
+def token_languages() -> list[str]:
+    """Sorted names of the token-only languages of ``grammars/tokens_only.toml``."""
+    return sorted(set(_token_maps(str(grammars_dir()))[2].values()))
+
+
+def view_language_for_path(path: str | os.PathLike) -> str | None:
+    """A grammar language by extension, else a token-only one by file name or extension, else None."""
+    lang = language_for_path(path)
+    if lang is not None:
+        return lang
+    exts, files, _ = _token_maps(str(grammars_dir()))
+    p = Path(path)
+    return files.get(p.name) or exts.get(p.suffix.lower())
+
+
+def view_language(tag: object) -> str | None:
+    """A row's language tag -> a grammar language (names, aliases), else a token-only language of
+    tokens_only.toml (names, aliases), else the normalised tag when it matches TAG_RULE, else None."""
+    if not isinstance(tag, str):
+        return None
+    lang = canonical_language(tag)
+    if lang is not None:
+        return lang
+    key = tag.strip().lower()
+    named = _token_maps(str(grammars_dir()))[2].get(key)
+    if named:
+        return named
+    norm = re.sub(r"\s+", "_", key)
+    return norm if TAG_RULE.fullmatch(norm) else None
 
 
 def _strings(cfg: dict, key: str, where: Path, default=()) -> tuple[str, ...]:
@@ -152,10 +200,11 @@ def _language(root: str, name: str) -> Language:
 
 
 @functools.lru_cache(maxsize=None)
-def _maps(root: str) -> tuple[dict[str, str], dict[str, str]]:
+def _maps(root: str) -> tuple[dict[str, str], dict[str, str], frozenset]:
     exts: dict[str, str] = {}
     names: dict[str, str] = {}
-    for name in _available(root):
+    available = _available(root)
+    for name in available:
         lang = _language(root, name)
         for e in lang.extensions:
             if exts.setdefault(e, name) != name:
@@ -163,4 +212,41 @@ def _maps(root: str) -> tuple[dict[str, str], dict[str, str]]:
         for a in (name, *lang.aliases):
             if names.setdefault(a, name) != name:
                 raise ValueError(f"name or alias {a!r} claimed by both {names[a]} and {name}")
-    return exts, names
+    return exts, names, frozenset(available)
+
+
+@functools.lru_cache(maxsize=None)
+def _token_maps(root: str) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """(extension -> language, file name -> language, lower-case name or alias -> language) of
+    tokens_only.toml; {} for each without the file. Checked against the grammars' own maps."""
+    path = Path(root) / TOKENS_ONLY_FILE
+    if not path.is_file():
+        return {}, {}, {}
+    try:
+        with open(path, "rb") as f:
+            cfg = tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"{path}: not valid TOML: {e}") from e
+    g_exts, g_names, _ = _maps(root)
+    exts: dict[str, str] = {}
+    files: dict[str, str] = {}
+    names: dict[str, str] = {}
+    for name, table in cfg.items():
+        if not (isinstance(table, dict) and TAG_RULE.fullmatch(name)):
+            raise ValueError(f"{path}: [{name}] must be a table named by the rule {TAG_RULE.pattern}")
+        unknown = sorted(set(table) - {"extensions", "filenames", "aliases"})
+        if unknown:
+            raise ValueError(f"{path}: [{name}] has unknown keys {unknown} (extensions, filenames, aliases)")
+        where = f"{path} [{name}]"
+        for kind, keys, own, theirs in (
+                ("extension", tuple(e.lower() for e in _strings(table, "extensions", where)), exts, g_exts),
+                ("file name", _strings(table, "filenames", where), files, {}),
+                ("name or alias", (name, *(a.lower() for a in _strings(table, "aliases", where))), names, g_names)):
+            for k in keys:
+                if kind == "extension" and not k.startswith("."):
+                    raise ValueError(f"{where}: extension {k!r} must start with a dot")
+                other = theirs.get(k) or (own[k] if own.get(k, name) != name else None)
+                if other:
+                    raise ValueError(f"{kind} {k!r} claimed by both {other} and {name} ({path})")
+                own[k] = name
+    return exts, files, names

@@ -26,7 +26,10 @@
    bytes), hashes it into the key, decides its shard (``sha1(normalised content) mod N``: exact
    copies land on one machine) and exact duplicates (codept.data.dedup), and hands the bytes to a
    killable worker (codept.parallel): filters (size, binary, UTF-8, empty) -> redaction
-   (codept.data.redact) -> optional MinHash signature -> build_view. A file that hangs, crashes or
+   (codept.data.redact) -> optional MinHash signature -> build_view (a language without a grammar:
+   build_token_view, tokens and offsets only; ``tokens_only=False`` / ``--structure-only`` skips
+   those inputs as unknown_language instead; the manifest marks them ``tokens_only`` and the summary
+   counts them per language). A file that hangs, crashes or
    exhausts its worker's memory limit becomes a skip (``timeout`` / ``worker_crash`` /
    ``too_much_memory``). Near-duplicates are decided in input order in the main process, so the
    result does not depend on the number of workers.
@@ -78,7 +81,7 @@ from codept.data.records import Record, Skip, iter_records, list_sources, record
 from codept.data.redact import redact
 from codept.data.sources import stdlib_files
 from codept.structure import grammar, kinds
-from codept.structure.view import ARROW_SCHEMA, build_view
+from codept.structure.view import ARROW_SCHEMA, build_token_view, build_view
 from codept.tokenizer import cache_dir, default_tokenizer_dir, load_tokenizer, tokenizer_fingerprint
 
 
@@ -98,6 +101,7 @@ class PrepareConfig:
     shingle: int = 5  # words per MinHash shingle
     worker_memory: int = 0  # address-space limit per worker in bytes; 0 = 80% of RAM / workers, -1 = none
     fields: bool = False  # object fields (self.x, this.x) as identifiers with comesFromField edges
+    tokens_only: bool = True  # a language without a grammar: token-only views (False: skip unknown_language)
 
     def __post_init__(self):
         if not 0 <= self.shard_index < self.num_shards:
@@ -162,7 +166,10 @@ def _view_one(state, item):
         if cfg.redact:
             text, redacted = redact(text)
         sig = minhash_signature(text, cfg.num_perm, cfg.shingle) if cfg.near_dedup else None
-        v = build_view(printable(rec.path), rec.lang, text, tok, max_depth=cfg.max_depth, fields=cfg.fields)
+        if languages.has_grammar(rec.lang):
+            v = build_view(printable(rec.path), rec.lang, text, tok, max_depth=cfg.max_depth, fields=cfg.fields)
+        else:  # a language without a grammar (codept.data.records, tokens_only)
+            v = build_token_view(printable(rec.path), rec.lang, text, tok)
     except grammar.SkipFile as e:
         return idx, "skip", e.reason, e.detail
     stats = {
@@ -176,6 +183,7 @@ def _view_one(state, item):
         "documented": int((v.functions[:, 5] >= 0).sum()),
         "redacted": dict(redacted),
         "signature": sig,
+        "tokens_only": bool(v.stats.get("tokens_only")),
     }
     return idx, "ok", v.to_record(), stats
 
@@ -210,6 +218,8 @@ def _settings(cfg: PrepareConfig, tokenizer_dir: Path):
         cfg_d.pop("worker_memory")  # the machine-derived default: keys stay those of earlier versions
     if not cfg_d["fields"]:
         cfg_d.pop("fields")  # the default: as before the option existed
+    if cfg_d["tokens_only"]:
+        cfg_d.pop("tokens_only")  # the default: the inputs' languages (hashed per input) decide the output
     h.update(json.dumps(cfg_d, sort_keys=True).encode())
     return h
 
@@ -222,7 +232,7 @@ def _quick_settings(cfg: PrepareConfig, tokenizer_dir: Path):
 
     h = hashlib.sha256(f"codept {__version__} quick\n".encode())
     h.update(_code_fingerprint())
-    for f in sorted(languages.grammars_dir().glob("*/*")):
+    for f in sorted([*languages.grammars_dir().glob("*/*"), languages.grammars_dir() / languages.TOKENS_ONLY_FILE]):
         if f.is_file() and f.suffix in (".toml", ".scm"):
             h.update(key_bytes(str(f.relative_to(languages.grammars_dir()))) + b"\0" + f.read_bytes())
             if f.name == "language.toml":
@@ -258,7 +268,7 @@ def prepare(sources: list, out: Path | None = None, tokenizer_dir: Path | None =
     t0 = time.time()
     tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else default_tokenizer_dir()
     sources = _sources(sources)
-    listing = list_sources(sources)
+    listing = list_sources(sources, cfg.tokens_only)
     if not listing.exists and not listing.streamed:
         raise _missing(sources)
     quick = _quick_settings(cfg, tokenizer_dir)
@@ -280,7 +290,7 @@ def _hash_hit(sources: list, cfg: PrepareConfig, settings, cache: JobCache) -> d
     if cache.listing.streamed or cache.candidate() is None:
         return None
     planner = _Planner(cfg, settings.copy())
-    for item in iter_records(sources):
+    for item in iter_records(sources, cfg.tokens_only):
         planner.take(item)
     key = planner.key()
     hit = served(cache.folder(key), key)
@@ -357,6 +367,9 @@ class _Tally:
     def _viewed(self, row: dict, lc: Counter, rec: dict, st: dict) -> None:
         self.writer.write(rec)
         row.update(status="viewed", bytes=st["bytes"], tokens=st["tokens"], has_error=st["has_error"])
+        if st.get("tokens_only"):
+            row["tokens_only"] = True  # a language without a grammar: no structure fields
+            lc["tokens_only"] += 1
         if st["redacted"]:
             row["redacted"] = st["redacted"]
             self.redacted.update(st["redacted"])
@@ -374,6 +387,7 @@ class _Tally:
     def summary(self) -> dict:
         return {
             "viewed": self.viewed(),
+            "tokens_only": sum(c["tokens_only"] for c in self.per_lang.values()),  # of viewed: no grammar
             "skipped": dict(sorted(self.reasons.items())),
             "redacted": dict(sorted(self.redacted.items())),
             "per_lang": {k: dict(v) for k, v in sorted(self.per_lang.items())},
@@ -402,7 +416,7 @@ def _build(sources: list, cfg: PrepareConfig, settings, cache: JobCache, tokeniz
     sent: list[int] = []  # input index of every record handed to the workers, in order
 
     def work() -> Iterator[tuple[int, Record]]:
-        for i, item in enumerate(iter_records(sources)):
+        for i, item in enumerate(iter_records(sources, cfg.tokens_only)):
             what, value = planner.take(item)
             if what == "other":
                 bar(1)
@@ -461,13 +475,15 @@ def _build(sources: list, cfg: PrepareConfig, settings, cache: JobCache, tokeniz
 
 def _lang_line(lang: str, c: dict) -> str:
     skipped = ", ".join(f"{k.split(':', 1)[1]} {n}" for k, n in sorted(c.items()) if k.startswith("skipped:"))
-    return (f"{lang}: {c.get('viewed', 0)} viewed, {c.get('tokens', 0):,} tokens, "
+    kind = " (tokens only)" if c.get("tokens_only") else ""
+    return (f"{lang}{kind}: {c.get('viewed', 0)} viewed, {c.get('tokens', 0):,} tokens, "
             f"{c.get('with_syntax_errors', 0)} with syntax errors" + (f", skipped {skipped}" if skipped else ""))
 
 
 def format_summary(s: dict) -> str:
     lines = [
         f"codept prepare: {s['viewed']}/{s['inputs']} inputs viewed"
+        + (f" ({s['tokens_only']} as tokens only: no grammar)" if s.get("tokens_only") else "")
         + (" (cached)" if s.get("cached") else f" in {s['seconds']}s with {s['workers']} workers"),
         f"  tokens {s['tokens']:,}  bytes {s['bytes']:,}  identifiers {s.get('idents', 0):,}  "
         f"bindings {s.get('bindings', 0):,}  definitions {s.get('functions', 0):,} "
@@ -494,7 +510,8 @@ def main(args) -> int:
                             workers=args.workers, num_shards=args.num_shards, shard_index=args.shard_index,
                             redact=not args.no_redact, dedup=not args.no_dedup, near_dedup=args.near_dedup,
                             worker_memory=int(getattr(args, "worker_memory", 0) or 0),
-                            fields=bool(getattr(args, "fields", False)))
+                            fields=bool(getattr(args, "fields", False)),
+                            tokens_only=not getattr(args, "structure_only", False))
     except ValueError as e:  # a bad setting: the message names it
         return _error(e)
     try:

@@ -125,9 +125,13 @@ class Views:
 
     def keys(self) -> list[str]:
         """The split key of every view, in order (the class's KEY column: a path, a trace's source)."""
+        return self.strings(self.cls.KEY)
+
+    def strings(self, column: str) -> list:
+        """One scalar column (``path``, ``lang``) of every view, in order; no arrays are read."""
         rows = np.arange(self._starts[-1]) if self._indices is None else self._indices
         b = np.searchsorted(self._starts, rows, side="right") - 1
-        cols = [bt.column(self.cls.KEY).to_pylist() for bt in self._batches]
+        cols = [bt.column(column).to_pylist() for bt in self._batches]
         return [cols[i][r - int(self._starts[i])] for i, r in zip(b.tolist(), rows.tolist())]
 
     def paths(self) -> list[str]:

@@ -165,7 +165,7 @@ def test_rows_dedup_and_redaction_in_manifest(tmp_path, tok_dir):
         {"content": body.replace("\n", "\r\n"), "lang": "Python", "path": "a_crlf.py"},  # exact dup
         {"content": "# copy\n" + body + "\nX = 1\n", "lang": "py", "path": "a_near.py"},  # near dup
         {"content": 'KEY = "AKIAQWERTYUIOPASDFGH"\nmail = "dev@corp-mail.net"\n', "lang": "python", "path": "s.py"},
-        {"content": "IDENTIFICATION DIVISION.", "lang": "cobol"},
+        {"content": "IDENTIFICATION DIVISION.", "lang": "COBOL/85"},  # no grammar, and no token-only name ("/")
         "not an object",
     ]
     data = tmp_path / "rows.jsonl"

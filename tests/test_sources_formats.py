@@ -226,3 +226,27 @@ def test_streaming_memory_does_not_grow_with_rows(tmp_path, monkeypatch, fmt):
         peaks.append(peak)
     assert total > 2_000_000 and peaks[0] < total / 3, (peaks, total)
     assert peaks[1] < 1.2 * peaks[0] + 100_000, peaks
+
+
+def test_the_stack_shaped_rows_stream_and_the_tag_wins(tmp_path):
+    """The Stack's columns (``max_stars_repo_path``, ``language``), read from parquet and from a
+    ``datasets`` stream of it; the row's tag wins over the path's extension; with tokens_only a
+    tag without a grammar is a token-only language."""
+    import datasets
+
+    files = stdlib_files()[:6]
+    t = pa.table({"content": [f.read_text() for f in files],
+                  "language": ["Python", "Python", "python", "Makefile", "Haskell", None],
+                  "max_stars_repo_path": ["a/x.txt", "b/y.py", "", "Makefile", "Main.hs", "c/z.py"],
+                  "max_stars_count": [1, 2, 3, 4, 5, 6]})
+    f = tmp_path / "stack.parquet"
+    pq.write_table(t, f, row_group_size=2)
+    for rows in (list(iter_records([f], tokens_only=True)),
+                 list(iter_records([datasets.load_dataset("parquet", data_files=str(f), split="train", streaming=True)],
+                                   tokens_only=True))):
+        recs, skips = split(rows)
+        assert not skips and [r.lang for r in recs] == ["python", "python", "python", "makefile", "haskell", "python"]
+        assert [r.path for r in recs][:2] == ["a/x.txt", "b/y.py"]  # the tag wins over .txt
+        assert recs[2].path == recs[2].origin and recs[0].content == files[0].read_text()
+    recs, skips = split(list(iter_records([f])))  # grammar languages only
+    assert len(recs) == 4 and [s.reason for s in skips] == ["unknown_language"] * 2

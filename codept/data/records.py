@@ -7,7 +7,8 @@ A *source* (one command-line argument of ``codept prepare``) is one of:
 - a glob pattern (``src/**/*.py``; ``**`` recurses), expanded in sorted order, each match handled as
   below;
 - a ``.jsonl`` / ``.jsonl.gz`` file, one JSON object per line with ``content`` and ``lang`` (and
-  optionally ``path``);
+  optionally ``path``); The Stack's names are read too: ``language`` (LANG_COLUMNS) and
+  ``max_stars_repo_path`` (PATH_COLUMNS), the first present non-empty column of each list winning;
 - a ``.parquet`` file with the same columns;
 - a Hugging Face dataset saved with ``save_to_disk`` (a directory holding ``dataset_info.json`` /
   ``state.json``, or ``dataset_dict.json`` for several splits), same columns.
@@ -19,8 +20,11 @@ Algorithm:
    hold ``.jsonl`` fixtures): name them or glob them.
 2. A row's language is ``canonical_language(lang)`` (names and aliases, case-insensitive, e.g.
    ``Python``, ``py``, ``golang``, ``node``); with no ``lang`` value, the extension of its ``path``.
-   A language without a grammar (``cobol``) is a skip ``unknown_language``. Names and aliases
-   come from each ``grammars/<lang>/language.toml`` (``codept.languages``).
+   A language without a grammar (``cobol``) is a skip ``unknown_language``, unless ``tokens_only``
+   (``codept prepare``'s default): then a file's extension or name may also be a token-only
+   language's (``grammars/tokens_only.toml``) and a row's tag any name (codept.languages.view_language:
+   ``COBOL`` -> ``cobol``), viewed as tokens only. Names and aliases come from each
+   ``grammars/<lang>/language.toml`` (``codept.languages``).
 3. Every input comes out exactly once, in input order, as a ``Record`` (to view) or a ``Skip``
    (``origin``, ``reason``, ``detail``). Reasons: those of ``discover`` (``unknown_language``,
    ``not_found``, ``symlinked_directory``, ...), ``bad_record`` (a line that is not a JSON object, a
@@ -50,7 +54,7 @@ changes its ctime (no tool can set it back), a rename its inode, an added file t
 changed within 2 s of the listing are *racy* (a second write in the same timestamp tick would not
 show, the problem git's index has), and a stream has no listing at all: then the caller hashes.
 Not covered: ``.json`` arrays, CSV/TSV, remote datasets (``datasets.load_dataset`` from the Hub
-without streaming), column names other than ``content``/``lang``/``path``, archives (``.tar``/``.zip``).
+without streaming), column names other than ROW_COLUMNS, archives (``.tar``/``.zip``).
 """
 
 from __future__ import annotations
@@ -67,11 +71,16 @@ from pathlib import Path
 
 from codept.data.jobs import SkipFile
 from codept.data.sources import BOM, DEFAULT_MAX_BYTES, decode_source, discover, read_source
-from codept.languages import available_languages, canonical_language, language_for_path
+from codept.languages import (TAG_RULE, available_languages, canonical_language, language_for_path, view_language,
+                              view_language_for_path)
 
 BATCH_ROWS = 1024
 DATA_SUFFIXES = (".jsonl", ".jsonl.gz", ".parquet")
 GLOB_CHARS = set("*?[")
+# a row's columns, first present and non-empty wins: The Stack (v1) names the path max_stars_repo_path
+PATH_COLUMNS = ("path", "max_stars_repo_path", "max_forks_repo_path", "max_issues_repo_path")
+LANG_COLUMNS = ("lang", "language")
+ROW_COLUMNS = ("content", *LANG_COLUMNS, *PATH_COLUMNS)
 
 
 
@@ -101,11 +110,12 @@ def is_stream(src: object) -> bool:
     return not isinstance(src, (str, os.PathLike)) and hasattr(src, "__iter__")
 
 
-def iter_records(sources: Iterable) -> Iterator[Record | Skip]:
-    """Every input of ``sources`` exactly once, in order: a Record to view or a Skip with a reason."""
+def iter_records(sources: Iterable, tokens_only: bool = False) -> Iterator[Record | Skip]:
+    """Every input of ``sources`` exactly once, in order: a Record to view or a Skip with a reason.
+    ``tokens_only``: languages without a grammar are Records too (token-only views, step 2)."""
     for k, src in enumerate(sources):
         if is_stream(src):
-            yield from _iter_stream(src, k)
+            yield from _iter_stream(src, k, tokens_only)
             continue
         src = str(src)
         if not os.path.lexists(src) and GLOB_CHARS & set(src):
@@ -113,21 +123,21 @@ def iter_records(sources: Iterable) -> Iterator[Record | Skip]:
             if not matches:
                 yield Skip(f"glob:{src}", "not_found", "glob pattern matched nothing", src)
             for m in matches:
-                yield from _one_source(m)
+                yield from _one_source(m, tokens_only)
         else:
-            yield from _one_source(src)
+            yield from _one_source(src, tokens_only)
 
 
-def _one_source(src: str) -> Iterator[Record | Skip]:
+def _one_source(src: str, tokens_only: bool) -> Iterator[Record | Skip]:
     p = Path(src)
     if p.is_file() and src.lower().endswith((".jsonl", ".jsonl.gz")):
-        yield from _iter_jsonl(p)
+        yield from _iter_jsonl(p, tokens_only)
     elif p.is_file() and src.lower().endswith(".parquet"):
-        yield from _iter_parquet(p)
+        yield from _iter_parquet(p, tokens_only)
     elif p.is_dir() and is_hf_dataset_dir(p):
-        yield from _iter_hf(p)
+        yield from _iter_hf(p, tokens_only)
     else:
-        files, skipped = discover([src])
+        files, skipped = discover([src], tokens_only)
         rows: list[Record | Skip] = [Record(f, lang, None, f"file:{f}") for f, lang in files]
         rows += [Skip(f"file:{f}", reason, "", f) for f, reason in skipped]
         yield from sorted(rows, key=lambda r: r.origin)
@@ -137,32 +147,33 @@ def is_hf_dataset_dir(p: Path) -> bool:
     return any((p / n).is_file() for n in ("dataset_info.json", "state.json", "dataset_dict.json"))
 
 
-def _row(origin: str, row: object) -> Record | Skip:
+def _row(origin: str, row: object, tokens_only: bool = False) -> Record | Skip:
     """A decoded row (dict) -> Record, or Skip naming the field and the rule it broke."""
     if not isinstance(row, dict):
         return Skip(origin, "bad_record", f"expected a JSON object, got {type(row).__name__}", origin)
-    path = row.get("path")
-    path = path if isinstance(path, str) and path else origin
+    path = next((p for p in map(row.get, PATH_COLUMNS) if isinstance(p, str) and p), origin)
     content = row.get("content")
     if not isinstance(content, (str, bytes)):
         got = "missing" if "content" not in row else type(content).__name__
         return Skip(origin, "bad_record", f"'content' must be a string, got {got}", path)
-    raw = row.get("lang")
+    raw = next((x for x in map(row.get, LANG_COLUMNS) if x is not None and x != ""), None)
     if raw is None or raw == "":
         if path == origin:
             return Skip(origin, "bad_record", "no 'lang' field and no 'path' to take the language from", path)
-        lang = language_for_path(path)
+        lang = view_language_for_path(path) if tokens_only else language_for_path(path)
         if lang is None:
-            return Skip(origin, "unknown_language", f"no 'lang' field and {path!r} has no grammar's extension", path)
+            return Skip(origin, "unknown_language", f"no 'lang' field and {path!r} has no grammar's extension"
+                        + (" nor a token-only language's (grammars/tokens_only.toml)" if tokens_only else ""), path)
     else:
-        lang = canonical_language(raw)
+        lang = view_language(raw) if tokens_only else canonical_language(raw)
         if lang is None:
             return Skip(origin, "unknown_language", f"lang={raw!r} is not one of {available_languages()} "
-                        "or their aliases", path)
+                        "or their aliases" + (f", and not a token-only name (rule {TAG_RULE.pattern} once "
+                                              "lower-cased, blanks as _)" if tokens_only else ""), path)
     return Record(path, lang, content, origin)
 
 
-def _iter_jsonl(p: Path) -> Iterator[Record | Skip]:
+def _iter_jsonl(p: Path, tokens_only: bool = False) -> Iterator[Record | Skip]:
     opener = gzip.open if p.name.lower().endswith(".gz") else open
     line_no = 0
     try:
@@ -176,13 +187,13 @@ def _iter_jsonl(p: Path) -> Iterator[Record | Skip]:
                 except (ValueError, RecursionError) as e:  # JSONDecodeError and UnicodeDecodeError
                     yield Skip(origin, "bad_record", f"line {line_no} is not JSON: {str(e)[:120]}", origin)
                     continue
-                yield _row(origin, row)
+                yield _row(origin, row, tokens_only)
     except (OSError, EOFError, zlib.error) as e:  # unreadable file, truncated or corrupt gzip
         yield Skip(f"jsonl:{p}", "bad_file" if line_no else "unreadable",
                    f"{type(e).__name__} after line {line_no}: {e}", str(p))
 
 
-def _iter_parquet(p: Path) -> Iterator[Record | Skip]:
+def _iter_parquet(p: Path, tokens_only: bool = False) -> Iterator[Record | Skip]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -194,17 +205,17 @@ def _iter_parquet(p: Path) -> Iterator[Record | Skip]:
             yield Skip(f"parquet:{p}", "bad_file", f"no 'content' column (columns: {sorted(names)}); "
                        f"{pf.metadata.num_rows} rows not read", str(p))
             return
-        cols = [c for c in ("content", "lang", "path") if c in names]
+        cols = [c for c in ROW_COLUMNS if c in names]
         for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=cols):
             for row in batch.to_pylist():
-                yield _row(f"parquet:{p}#{n}", row)
+                yield _row(f"parquet:{p}#{n}", row, tokens_only)
                 n += 1
     except (OSError, pa.ArrowException) as e:
         yield Skip(f"parquet:{p}", "bad_file" if n else "unreadable",
                    f"{type(e).__name__} after {n} rows: {e}", str(p))
 
 
-def _iter_hf(p: Path) -> Iterator[Record | Skip]:
+def _iter_hf(p: Path, tokens_only: bool = False) -> Iterator[Record | Skip]:
     import datasets
 
     try:
@@ -219,16 +230,16 @@ def _iter_hf(p: Path) -> Iterator[Record | Skip]:
             yield Skip(prefix, "bad_file", f"no 'content' column (columns: {d.column_names}); "
                        f"{len(d)} rows not read", str(p))
             continue
-        d = d.select_columns([c for c in ("content", "lang", "path") if c in d.column_names])
+        d = d.select_columns([c for c in ROW_COLUMNS if c in d.column_names])
         n = 0
         for batch in d.iter(batch_size=BATCH_ROWS):
             keys = list(batch)
             for values in zip(*(batch[k] for k in keys)):
-                yield _row(f"{prefix}#{n}", dict(zip(keys, values)))
+                yield _row(f"{prefix}#{n}", dict(zip(keys, values)), tokens_only)
                 n += 1
 
 
-def _iter_stream(ds, k: int) -> Iterator[Record | Skip]:
+def _iter_stream(ds, k: int, tokens_only: bool = False) -> Iterator[Record | Skip]:
     """Rows of a (streaming) HF dataset, one at a time: nothing is materialised."""
     name = getattr(getattr(ds, "info", None), "dataset_name", None) or type(ds).__name__
     prefix = f"stream:{k}:{name}"
@@ -237,11 +248,11 @@ def _iter_stream(ds, k: int) -> Iterator[Record | Skip]:
         yield Skip(prefix, "bad_file", f"no 'content' column (columns: {cols}); no row read", prefix)
         return
     if cols is not None:
-        ds = ds.select_columns([c for c in ("content", "lang", "path") if c in cols])
+        ds = ds.select_columns([c for c in ROW_COLUMNS if c in cols])
     n = 0
     try:
         for row in ds:
-            yield _row(f"{prefix}#{n}", row)
+            yield _row(f"{prefix}#{n}", row, tokens_only)
             n += 1
     except Exception as e:  # noqa: BLE001 - datasets/fsspec raise many types for a broken stream
         yield Skip(prefix, "bad_file" if n else "unreadable", f"{type(e).__name__} after {n} rows: {e}", prefix)
@@ -261,8 +272,8 @@ class Listing:
 RACY_NS = 2_000_000_000
 
 
-def list_sources(sources: Iterable) -> Listing:
-    """The listing of ``sources`` (no content read)."""
+def list_sources(sources: Iterable, tokens_only: bool = False) -> Listing:
+    """The listing of ``sources`` (no content read; ``tokens_only`` as :func:`iter_records`)."""
     out = Listing()
     now = time.time_ns()
     for src in sources:
@@ -274,20 +285,20 @@ def list_sources(sources: Iterable) -> Listing:
             matches = sorted(glob.glob(src, recursive=True))
             out.entries += [f"glob\0{src}\0{len(matches)}"]
             for m in matches:
-                _list_one(m, out, now)
+                _list_one(m, out, now, tokens_only)
         else:
-            _list_one(src, out, now)
+            _list_one(src, out, now, tokens_only)
     return out
 
 
-def _list_one(src: str, out: Listing, now: int) -> None:
+def _list_one(src: str, out: Listing, now: int, tokens_only: bool = False) -> None:
     p = Path(src)
     if p.is_file() and src.lower().endswith(DATA_SUFFIXES):
         files = [src]
     elif p.is_dir() and is_hf_dataset_dir(p):
         files = sorted(str(f) for f in p.rglob("*") if f.is_file())
     else:
-        found, skipped = discover([src])
+        found, skipped = discover([src], tokens_only)
         files = [f for f, _ in found]
         out.entries += [f"skip\0{f}\0{reason}" for f, reason in skipped]
         out.exists |= any(reason != "not_found" for _, reason in skipped)

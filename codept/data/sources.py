@@ -2,9 +2,9 @@
 
 1. ``stdlib_files()``: the running interpreter's standard library, the embedded default corpus
    (``sysconfig`` stdlib, without ``test/``, ``tests/``, ``idlelib/``, ``lib2to3/``, ``site-packages/``).
-2. ``discover(sources)``: files and directories -> ``(path, lang)`` for files whose extension belongs
-   to a grammar, plus ``(path, reason)`` skips for everything else (unknown language, symlink loop,
-   unreadable directory). Directories are walked without following symlinks; symlinked files are
+2. ``discover(sources, tokens_only)``: files and directories -> ``(path, lang)`` for files whose
+   extension belongs to a grammar (or, with ``tokens_only``, to a token-only language), plus
+   ``(path, reason)`` skips for everything else (unknown language, symlink loop, unreadable directory). Directories are walked without following symlinks; symlinked files are
    read once under their own path.
 3. ``read_source(path, max_bytes)``: bytes -> text with the file-level filters (too large, binary,
    bad UTF-8, empty), raising SkipFile with a stable reason. A leading byte-order mark (U+FEFF,
@@ -79,13 +79,17 @@ def walk(sources: list[str | os.PathLike], classify) -> tuple[list[tuple[str, st
     return sorted(files), sorted(skipped)
 
 
-def discover(sources: list[str | os.PathLike]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """Code files -> (files [(path, lang)], skipped [(path, reason)]), both sorted by path."""
+def discover(sources: list[str | os.PathLike], tokens_only: bool = False) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """Code files -> (files [(path, lang)], skipped [(path, reason)]), both sorted by path.
+    ``tokens_only``: files of a token-only language (grammars/tokens_only.toml: extension or file
+    name, e.g. ``Makefile``) are kept too, with that language."""
 
-    from codept.languages import language_for_path
+    from codept.languages import language_for_path, view_language_for_path
+
+    find = view_language_for_path if tokens_only else language_for_path
 
     def classify(p: Path):
-        lang = language_for_path(p)
+        lang = find(p)
         return (lang, None) if lang else (None, ("unknown_language", ""))
 
     files, skipped = walk(sources, classify)

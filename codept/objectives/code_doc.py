@@ -414,4 +414,5 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
 
 
 # its optional MLM on the code side (mlm_rate > 0) also feeds "mlm" when that head is built for another objective
-OBJECTIVE = Objective("code_doc", build, Config, heads=("contrastive",), views=("code",), head_options=head_options)
+OBJECTIVE = Objective("code_doc", build, Config, heads=("contrastive",), views=("code",), head_options=head_options,
+                      structure=True)

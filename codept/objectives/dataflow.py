@@ -111,4 +111,4 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
 
 
 # masked uses -> any reaching definition (MultiPointerHead)
-OBJECTIVE = Objective("dataflow", build, Config, heads=("dataflow",), views=("code",))
+OBJECTIVE = Objective("dataflow", build, Config, heads=("dataflow",), views=("code",), structure=True)

@@ -130,4 +130,4 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
 
 
 # GraphCodeBERT's edge prediction, sampled negatives (EdgeHead)
-OBJECTIVE = Objective("dataflow_edge", build, Config, heads=("dataflow_edge",), views=("code",))
+OBJECTIVE = Objective("dataflow_edge", build, Config, heads=("dataflow_edge",), views=("code",), structure=True)

@@ -160,4 +160,4 @@ def _render_pieces(ids, s, e, sid, lo: int, hi: int) -> np.ndarray:
 
 
 # DOBF: the masked names after the code, causal
-OBJECTIVE = Objective("ident_mask", build, Config, heads=("lm",), views=("code",))
+OBJECTIVE = Objective("ident_mask", build, Config, heads=("lm",), views=("code",), structure=True)

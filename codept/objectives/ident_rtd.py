@@ -204,4 +204,4 @@ def _splice(ids: np.ndarray, labels: np.ndarray, edits: list) -> Example:
 
 
 # renamed identifiers detected per token
-OBJECTIVE = Objective("ident_rtd", build, Config, heads=("rtd",), views=("code",))
+OBJECTIVE = Objective("ident_rtd", build, Config, heads=("rtd",), views=("code",), structure=True)

@@ -2,8 +2,9 @@
 
 Each objective module ends with ``OBJECTIVE = Objective(...)``: its name, its ``build(vocab, cfg)``
 and Config, the heads its labels train (codept.model.pretrainer.HEADS names), the view kinds it
-reads (code, text, pair, trace), default loss weights of its heads and the model settings its
-batches need. codept.objectives.OBJECTIVES lists the declarations, one line each; recipes read
+reads (code, text, pair, trace), default loss weights of its heads, the model settings its
+batches need, and whether it reads the code structure (``structure``: token-only views are not its
+documents). codept.objectives.OBJECTIVES lists the declarations, one line each; recipes read
 everything else from them. A declaration is data: nothing is registered on import.
 Not covered: checking head names against the model's registry (the model layer sits above this
 one: tests/test_objectives.py checks them).
@@ -26,6 +27,14 @@ class Objective:
     loss_weights: Mapping[str, float] = field(default_factory=dict)  # default ``loss.<head>`` weights
     model: Mapping[str, Any] = field(default_factory=dict)  # model settings its batches need
     head_options: Callable | None = None  # Config -> {head: {option: value}}: its settings that build its heads
+    # reads the code structure (spans, identifiers, dataflow, definitions): True, or Config -> bool.
+    # A token-only code view (a language without a grammar) is then not one of its documents: the
+    # recipes leave such views out of its source and count them (codept.train.loop.streams)
+    structure: bool | Callable = False
+
+    def needs_structure(self, cfg) -> bool:
+        """Whether this objective with settings `cfg` (its Config) reads the code structure."""
+        return bool(self.structure(cfg) if callable(self.structure) else self.structure)
 
     def __post_init__(self):
         for what in ("heads", "views"):

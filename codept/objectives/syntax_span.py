@@ -85,4 +85,4 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
     return syntax_span
 
 
-OBJECTIVE = Objective("syntax_span", build, Config, heads=("mlm",), views=("code",))
+OBJECTIVE = Objective("syntax_span", build, Config, heads=("mlm",), views=("code",), structure=True)

@@ -80,4 +80,6 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
     return wwm
 
 
-OBJECTIVE = Objective("wwm", build, Config, heads=("mlm",), views=("code", "text"))
+# code_units="ident" reads the identifiers (structure); "leaf" runs on token-only views too (lexemes)
+OBJECTIVE = Objective("wwm", build, Config, heads=("mlm",), views=("code", "text"),
+                      structure=lambda cfg: cfg.code_units == "ident")

@@ -35,6 +35,10 @@ Building one (:func:`build_view`):
   6. dataflow edges (codept.structure.dataflow) on the byte-level identifiers, re-indexed to the
      kept ones;
   7. doc summaries (codept.structure.summary.doc_summaries) of the kept definitions.
+A token-only view (:func:`build_token_view`, a language without a grammar: codept.languages,
+grammars/tokens_only.toml) has the tokens, offsets and ``leaf`` = lexemes (a run of word characters
+or one other non-space character: ``foo.bar(x)`` is 6 units), every structure field empty and
+has_error False; objectives that need structure skip it (codept.objectives.spec ``structure``).
 A token range is the smallest run of tokens covering the node; a BPE token that straddles two nodes
 (``"):"``) belongs to both ranges. Cost: see benchmarks/bench_structure.py (last line: the ratio to
 tokenize-only). Not covered: execution labels (later issues add fields here).
@@ -43,6 +47,7 @@ tokenize-only). Not covered: execution labels (later issues add fields here).
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from dataclasses import dataclass, field, fields
 
@@ -223,6 +228,35 @@ def with_fields(parsed: grammar.ParsedFile, data: bytes, idents: np.ndarray, nam
     rank[np.argsort(first)] = np.arange(len(ub))
     out[:, 3] = rank[inv.reshape(-1)]
     return out, [names[b] for b in ub[np.argsort(first)].tolist()], (np.arange(len(o)) >= len(idents))[o]
+
+
+_LEXEME = re.compile(r"\w+|[^\w\s]")
+
+
+def lexeme_leaf(text: str, offsets_: np.ndarray) -> np.ndarray:
+    """(T,) int32: for each token, the index of the lexeme (a run of word characters or one other
+    non-space character) holding its first non-space character; -1 for whitespace-only tokens. The
+    ``leaf`` of a token-only view: equal ids = one unit for whole-unit masking (wwm, span)."""
+    unit = np.full(len(text) + 1, -1, dtype=np.int64)
+    starts = [m.start() for m in _LEXEME.finditer(text)]
+    if starts:
+        s = np.asarray(starts, dtype=np.int64)
+        ends = np.asarray([m.end() for m in _LEXEME.finditer(text)], dtype=np.int64)
+        lens = ends - s
+        unit[np.repeat(s - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()))] = np.repeat(np.arange(len(s)), lens)
+    anchor = offsets.token_anchor(text, offsets_[:, 0], offsets_[:, 1])
+    return np.where(anchor >= 0, unit[np.maximum(anchor, 0)], -1).astype(np.int32)
+
+
+def build_token_view(path: str, lang: str, text: str, tokenizer) -> CodeView:
+    """The view of a file in a language without a grammar: tokens, offsets and lexeme units, no
+    structure (every structure field with 0 rows). Cost: one tokenize and one regex pass."""
+    ids, tok_off = tokenize(tokenizer, text)
+    empty = {name: np.zeros((0, w) if w else 0, dtype=np.int32) for name, (_, w) in _ARRAYS.items()}
+    return CodeView(**{**empty, "input_ids": ids, "offsets": tok_off.astype(np.int32).reshape(-1, 2),
+                       "leaf": lexeme_leaf(text, tok_off)},
+                    path=path, lang=lang, text=text, has_error=False, names=[],
+                    stats={"bytes": len(text.encode("utf-8", "surrogatepass")), "tokens_only": True})
 
 
 def build_view(path: str, lang: str, text: str, tokenizer, *, timeout_s: float | None = None,

@@ -12,7 +12,9 @@ held-out validation of every head, logs, and an exit path that never leaks.
    traceback, and the process exits 2; on every exit path this rank's DeepSpeed ``/dev/shm`` buffer
    file is deleted (codept.train.engine.init_distributed deletes it already once all ranks mapped it).
 3. :func:`streams` builds one source per mixture entry (``view_source`` of the objective with its
-   command-line settings, salt = position + 1); :func:`packed` the rank's Mixture + PackedStream.
+   command-line settings, salt = position + 1); an objective that reads the code structure gets
+   the views of languages with a grammar only (:func:`structured`: token-only views counted, not
+   read); :func:`packed` the rank's Mixture + PackedStream.
 4. Validation (:func:`validation_batches`, :func:`validate`): the held-out documents are those of the
    probe split (codept.probe.split: a content hash, ``probe.holdout`` of the files, never trained
    on). From them a fixed stream (seed ``val.seed``, independent of the run's seed; epoch 0 onward,
@@ -40,12 +42,16 @@ import math
 import os
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
+from codept import languages
 from codept.data.stream import Mixture, PackedStream
-from codept.views import view_source
+from codept.views import open_views, view_source
 from codept.model.config import HEAD_NAMES
 from codept.objectives import HEADS_OF, LOSS_WEIGHTS_OF, MODEL_OF, OBJECTIVES
 from codept.objectives import build as build_objective
@@ -311,8 +317,35 @@ def streams(views, mixture: list[tuple[str, float]], vocab, settings: dict, wrap
         name = objective_of(key)
         obj = build_objective(name, vocab, **settings.get(name, {}))
         obj = wrap(key, obj) if wrap else obj
-        out.append(view_source(by_corpus[corpus_of(key)], obj, key, salt=i + 1))
+        docs = structured(by_corpus[corpus_of(key)], key, settings.get(name, {}))
+        out.append(view_source(docs, obj, key, salt=i + 1))
     return out
+
+
+def structured(views, key: str, overrides: dict):
+    """The views of mixture entry `key`'s documents: all of them, or, for an objective that reads the
+    code structure (codept.objectives.spec ``structure``), those of languages with a grammar; the
+    token-only views left out are counted per language on stderr (rank 0). ValueError when none is left."""
+    spec = OBJECTIVES[objective_of(key)]
+    if not spec.needs_structure(spec.config(**overrides)):
+        return views
+    views = open_views(views)
+    if views.kind != "code":
+        return views
+    langs = views.strings("lang")
+    keep = np.array([languages.has_grammar(lang) for lang in langs], dtype=bool)
+    if keep.all():
+        return views
+    left = Counter(lang for lang, k in zip(langs, keep.tolist()) if not k)
+    what = ", ".join(f"{lang} {n}" for lang, n in sorted(left.items()))
+    if not keep.any():
+        raise ValueError(f"{key}: reads the code structure, and every one of its {len(langs)} views is token-only "
+                         f"(no grammar: {what}); give it a corpus in a language of grammars/ "
+                         f"({', '.join(languages.available_languages())})")
+    if launched_rank() == 0:
+        print(f"{key}: {int((~keep).sum())} of {len(langs)} views skipped: tokens_only (no grammar, no structure: "
+              f"{what})", file=sys.stderr, flush=True)
+    return views.select(np.flatnonzero(keep))
 
 
 def packed(sources: list, mixture, seed: int, world, seq_len: int, pad_id: int, buffer: int,
