@@ -49,10 +49,15 @@ def out_folder(value: str) -> Path:
     return p
 
 
-def replaceable_folder(value: str) -> Path:
+def replaceable_folder(value: str) -> Path | str:
     """An output folder that a job replaces whole (``codept prepare``, ``prepare-text``): absent, empty,
     or an earlier codept output (it holds ``DONE``, or the job mark of a build that was killed); never a
-    folder of the user's own files (:func:`codept.data.jobs.fresh_folder` refuses them too)."""
+    folder of the user's own files (:func:`codept.data.jobs.fresh_folder` refuses them too). An
+    object-store URL (``s3://bucket/views``) is kept as it is: the job builds locally and uploads."""
+    from codept.data.remote import is_url
+
+    if is_url(value):
+        return value
     p = out_folder(value)
     why = foreign_folder(p) if p.is_dir() else None
     if why:

@@ -42,6 +42,10 @@ Why not ``datasets.map(num_proc)``: it can neither kill a hung worker nor surviv
 and a parser fed hostile input can do both. Cost: a cache hit ~ one ``stat`` per input; a build ~
 view building / workers + one read of the inputs; a stat change on unchanged inputs ~ one read;
 memory bounded by the per-input dedup hashes and the in-flight inputs, not by the corpus.
+Object storage (codept.data.remote): a source may be an fsspec URL (``s3://bucket/src/``, an object,
+a prefix, a ``.jsonl`` / ``.parquet`` object), listed with the store's ETags for the cache check
+and read object by object in the main process; ``out`` may be a URL: the folder is built in the
+local cache, then uploaded (DONE last; skipped when the URL already holds the same DONE).
 Not covered: near-dedup across machines (each shard dedups its own records); a cache hit for a
 stream (a dataset object has no listing: it is read and built again, and the folder for an equal
 content key is kept); locks across machines sharing one network cache folder (see codept.data.jobs).
@@ -76,6 +80,7 @@ from codept.data.jobs import (  # noqa: F401  (SHARD_ROWS, ShardWriter: their ol
     publish,
     served,
 )
+from codept.data import remote
 from codept.data.jobs import progress as progress_bar
 from codept.data.records import Record, Skip, iter_records, list_sources, record_text
 from codept.data.redact import redact
@@ -126,6 +131,11 @@ def _read(rec: Record, max_bytes: int) -> tuple[bytes | None, tuple[str, str] | 
     if rec.content is not None:
         raw = rec.content if isinstance(rec.content, bytes) else rec.content.encode("utf-8", "surrogatepass")
         return raw, None
+    if remote.is_url(rec.path):  # an object in a store (codept.data.remote)
+        try:
+            return remote.read_bytes(rec.path, max_bytes), None
+        except grammar.SkipFile as e:
+            return None, (e.reason, e.detail)
     try:
         with open(rec.path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
@@ -265,6 +275,11 @@ def prepare(sources: list, out: Path | None = None, tokenizer_dir: Path | None =
     from codept.parallel import check_main_guard
 
     check_main_guard("codept.prepare.prepare()")
+    if out is not None and remote.is_url(str(out)):  # built in the local cache, then uploaded
+        summary = prepare(sources, None, tokenizer_dir, cfg, force, progress)
+        remote.upload(Path(summary["out"]), str(out))
+        return {**summary, "local": summary["out"], "out": str(out)}
+    out = remote.local_path(str(out)) if out is not None else None
     t0 = time.time()
     tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else default_tokenizer_dir()
     sources = _sources(sources)
@@ -517,7 +532,7 @@ def main(args) -> int:
     try:
         summary = prepare([str(s) for s in args.sources], out=args.out, tokenizer_dir=args.tokenizer, cfg=cfg,
                           force=args.force)
-    except NothingToPrepare as e:
+    except (NothingToPrepare, ValueError) as e:  # ValueError: an unusable URL (its package, its scheme)
         return _error(e)
     print(format_summary(summary))
     return 0

@@ -157,7 +157,7 @@ def configure(preset: str, items: list[str]):
     L.check_tokenizer("data.tokenizer", data.tokenizer)
     L.check_paths("data.sources", data.sources)
     L.check_paths("data.text", data.text)
-    L.check_paths("data.traces", data.traces)
+    L.check_paths("data.traces", data.traces, urls=False)
     if data.corpora:
         train_corpora(data.corpora, data.corpora_langs)  # its manifest lists train corpora that are there
     try:

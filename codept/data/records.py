@@ -69,6 +69,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from codept.data import remote
 from codept.data.jobs import SkipFile
 from codept.data.sources import BOM, DEFAULT_MAX_BYTES, decode_source, discover, read_source
 from codept.languages import (TAG_RULE, available_languages, canonical_language, language_for_path, view_language,
@@ -129,6 +130,10 @@ def iter_records(sources: Iterable, tokens_only: bool = False) -> Iterator[Recor
 
 
 def _one_source(src: str, tokens_only: bool) -> Iterator[Record | Skip]:
+    if remote.is_url(src):
+        yield from _one_url(src, tokens_only)
+        return
+    src = remote.local_path(src)
     p = Path(src)
     if p.is_file() and src.lower().endswith((".jsonl", ".jsonl.gz")):
         yield from _iter_jsonl(p, tokens_only)
@@ -141,6 +146,30 @@ def _one_source(src: str, tokens_only: bool) -> Iterator[Record | Skip]:
         rows: list[Record | Skip] = [Record(f, lang, None, f"file:{f}") for f, lang in files]
         rows += [Skip(f"file:{f}", reason, "", f) for f, reason in skipped]
         yield from sorted(rows, key=lambda r: r.origin)
+
+
+def _one_url(url: str, tokens_only: bool) -> Iterator[Record | Skip]:
+    """An object-store URL (codept.data.remote): a data file read as rows, streamed; an object or
+    a prefix listed and classified like a folder's files (origins ``file:<url>``)."""
+    if url.lower().endswith((".jsonl", ".jsonl.gz")):
+        yield from _iter_jsonl(url, tokens_only)
+    elif url.lower().endswith(".parquet"):
+        yield from _iter_parquet(url, tokens_only)
+    else:
+        files, skipped, _ = remote.walk(url, _classify(tokens_only))
+        rows: list[Record | Skip] = [Record(f, lang, None, f"file:{f}") for f, lang in files]
+        rows += [Skip(f"file:{f}", reason, detail, f) for f, reason, detail in skipped]
+        yield from sorted(rows, key=lambda r: r.origin)
+
+
+def _classify(tokens_only: bool):
+    find = view_language_for_path if tokens_only else language_for_path
+
+    def classify(p: Path):
+        lang = find(p)
+        return (lang, None) if lang else (None, ("unknown_language", ""))
+
+    return classify
 
 
 def is_hf_dataset_dir(p: Path) -> bool:
@@ -173,11 +202,13 @@ def _row(origin: str, row: object, tokens_only: bool = False) -> Record | Skip:
     return Record(path, lang, content, origin)
 
 
-def _iter_jsonl(p: Path, tokens_only: bool = False) -> Iterator[Record | Skip]:
-    opener = gzip.open if p.name.lower().endswith(".gz") else open
+def _iter_jsonl(p: Path | str, tokens_only: bool = False) -> Iterator[Record | Skip]:
+    """Rows of a jsonl(.gz) file, a local path or an object-store URL (read as a stream)."""
     line_no = 0
     try:
-        with opener(p, "rb") as f:
+        raw = remote.open_binary(p) if remote.is_url(p) else open(p, "rb")
+        with raw:
+            f = gzip.GzipFile(fileobj=raw) if str(p).lower().endswith(".gz") else raw
             for line_no, line in enumerate(f, 1):
                 if not line.strip():
                     continue  # blank lines (a trailing newline, padding) are not rows
@@ -193,13 +224,13 @@ def _iter_jsonl(p: Path, tokens_only: bool = False) -> Iterator[Record | Skip]:
                    f"{type(e).__name__} after line {line_no}: {e}", str(p))
 
 
-def _iter_parquet(p: Path, tokens_only: bool = False) -> Iterator[Record | Skip]:
+def _iter_parquet(p: Path | str, tokens_only: bool = False) -> Iterator[Record | Skip]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     n = 0
     try:
-        pf = pq.ParquetFile(p)
+        pf = pq.ParquetFile(remote.open_binary(p) if remote.is_url(p) else p)
         names = set(pf.schema_arrow.names)
         if "content" not in names:
             yield Skip(f"parquet:{p}", "bad_file", f"no 'content' column (columns: {sorted(names)}); "
@@ -281,6 +312,10 @@ def list_sources(sources: Iterable, tokens_only: bool = False) -> Listing:
             out.streamed = True
             continue
         src = str(src)
+        if remote.is_url(src):
+            _list_url(src, out, tokens_only)
+            continue
+        src = remote.local_path(src)
         if not os.path.lexists(src) and GLOB_CHARS & set(src):
             matches = sorted(glob.glob(src, recursive=True))
             out.entries += [f"glob\0{src}\0{len(matches)}"]
@@ -303,6 +338,24 @@ def _list_one(src: str, out: Listing, now: int, tokens_only: bool = False) -> No
         out.entries += [f"skip\0{f}\0{reason}" for f, reason in skipped]
         out.exists |= any(reason != "not_found" for _, reason in skipped)
     add_file_stats(out, files, now)
+
+
+def _list_url(url: str, out: Listing, tokens_only: bool) -> None:
+    """A URL's listing: its objects with the store's size, ETag and modification time (an ETag
+    changes with the content: such a listing is never racy)."""
+    infos: dict[str, str] = {}
+    if url.lower().endswith(DATA_SUFFIXES):
+        files = [url]
+    else:
+        found, skipped, exists = remote.walk(url, _classify(tokens_only), infos)
+        files = [f for f, _ in found]
+        out.entries += [f"skip\0{f}\0{reason}" for f, reason, _ in skipped]
+        out.exists |= exists
+    for f in files:
+        line = infos.get(f) or remote.stat_line(f)
+        out.exists |= not line.startswith("error")
+        out.entries.append(f"file\0{f}")
+        out.stats.append(f"{f}\0{line}")
 
 
 def add_file_stats(out: Listing, files: Iterable[str], now: int) -> None:

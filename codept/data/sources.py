@@ -97,8 +97,13 @@ def discover(sources: list[str | os.PathLike], tokens_only: bool = False) -> tup
 
 
 def read_bytes(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
-    """At most max_bytes + 1 bytes of a file (``.gz`` decompressed), or SkipFile too_large /
-    unreadable. Every reader of a corpus file goes through here, so the size rule is one rule."""
+    """At most max_bytes + 1 bytes of a file (``.gz`` decompressed) or of an object-store URL
+    (codept.data.remote), or SkipFile too_large / unreadable. Every reader of a corpus file goes
+    through here, so the size rule is one rule."""
+    from codept.data import remote
+
+    if remote.is_url(str(path)):
+        return remote.read_bytes(str(path), max_bytes)
     try:
         size = os.path.getsize(path)
         if size > max_bytes:

@@ -45,11 +45,13 @@ from pathlib import Path
 from typing import Iterator
 
 from codept import __version__
+from codept.data import remote
 from codept.data.redact import redact
 from codept.data.jobs import (
     JobCache,
     NothingToPrepare,
     ShardWriter,
+    SkipFile,
     build_lock,
     fresh_folder,
     hexkey,
@@ -155,16 +157,26 @@ def _settings(cfg: TextConfig, tokenizer_dir: Path):
 
 
 def _listing(files: list[tuple[str, str]], skipped: list[Skip]) -> Listing:
-    """Names and ``stat`` of the inputs (codept.data.records.add_file_stats), no content read."""
+    """Names and ``stat`` of the inputs (codept.data.records.add_file_stats), no content read; an
+    object's line is the store's size, ETag and time (one metadata request per object)."""
     out = Listing()
     out.entries += [f"skip\0{s.path}\0{s.reason}" for s in skipped]
     out.exists = any(s.reason != "not_found" for s in skipped)
-    add_file_stats(out, [f for f, _ in files], time.time_ns())
+    add_file_stats(out, [f for f, _ in files if not remote.is_url(f)], time.time_ns())
+    for f in (f for f, _ in files if remote.is_url(f)):
+        out.exists = True
+        out.entries.append(f"file\0{f}")
+        out.stats.append(f"{f}\0{remote.stat_line(f)}")
     return out
 
 
 def _read(path: str, max_bytes: int) -> tuple[bytes | None, tuple[str, str] | None]:
     """The one read of an input: (its bytes on disk, at most max_bytes + 1, or None; a refusal)."""
+    if remote.is_url(path):
+        try:
+            return remote.read_bytes(path, max_bytes), None
+        except SkipFile as e:
+            return None, (e.reason, e.detail)
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
@@ -179,10 +191,10 @@ def _line_chunks(path: str, chunk_bytes: int, max_line: int) -> Iterator[tuple[i
     (lines before the chunk, its bytes, lines over `max_line` cut out of it, last chunk?). An over-long
     line is never held whole: it becomes an empty line (counted) and the rest of it is read past.
     At least one chunk per file (an empty file: one empty chunk)."""
-    opener = gzip.open if path.endswith(".gz") else open
     buf, overlong, skipping, line0 = bytearray(), 0, False, 0
     ready: tuple | None = None
-    with opener(path, "rb") as f:
+    raw = remote.open_binary(path) if remote.is_url(path) else open(path, "rb")
+    with raw, (gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw) as f:
         while block := f.read(chunk_bytes):
             if skipping:
                 nl = block.find(b"\n")
@@ -254,6 +266,11 @@ def prepare_text(sources: list[str], out: Path | None = None, tokenizer_dir: Pat
     from codept.parallel import check_main_guard
 
     check_main_guard("codept.text.prepare.prepare_text()")
+    if out is not None and remote.is_url(str(out)):  # built in the local cache, then uploaded
+        summary = prepare_text(sources, None, tokenizer_dir, cfg, force, progress)
+        remote.upload(Path(summary["out"]), str(out))
+        return {**summary, "local": summary["out"], "out": str(out)}
+    out = remote.local_path(str(out)) if out is not None else None
     t0 = time.time()
     if not sources:
         raise ValueError("prepare-text needs at least one source (text/markdown/rst/man files, .jsonl/.tsv/.mo/.po)")
@@ -420,7 +437,7 @@ def main(args) -> int:
     try:
         s = prepare_text([str(x) for x in args.sources], out=args.out, tokenizer_dir=args.tokenizer, cfg=cfg,
                          force=args.force)
-    except NothingToPrepare as e:
+    except (NothingToPrepare, ValueError) as e:  # ValueError: an unusable URL (its package, its scheme)
         print(f"codept prepare-text: error: {e}", file=sys.stderr)
         return 2
     print(f"codept prepare-text: {s['viewed']}/{s['inputs']} files viewed"

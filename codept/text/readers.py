@@ -49,6 +49,7 @@ import re
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from codept.data import remote
 from codept.data.jobs import SkipFile, printable
 from codept.data.sources import decode_source, walk
 from codept.text.items import Item, Skip, TextDoc, _refusals, input_bytes
@@ -89,7 +90,8 @@ def discover(sources: Iterable[str | os.PathLike]) -> tuple[list[tuple[str, str]
     """Files and directories -> (files [(path, kind)], skips), both sorted by path
     (codept.data.sources.walk); unknown formats are skips ``unknown_format``. A symlink found while
     walking a folder whose target lies outside that folder (``notes.txt -> ~/.ssh/id_rsa``) is a
-    skip ``symlink_outside_input``, never read; a symlink named as a source itself is read."""
+    skip ``symlink_outside_input``, never read; a symlink named as a source itself is read. A
+    source may be an object-store URL (codept.data.remote.walk: an object or a prefix)."""
 
     def classify(p: Path):
         kind = format_of(p)
@@ -100,6 +102,11 @@ def discover(sources: Iterable[str | os.PathLike]) -> tuple[list[tuple[str, str]
     files: list[tuple[str, str]] = []
     skipped: list[tuple[str, str, str]] = []
     for src in sources:
+        if remote.is_url(str(src)):  # an object or a prefix in a store: objects, no symlinks
+            found, skips, _ = remote.walk(str(src), classify)
+            files, skipped = files + found, skipped + skips
+            continue
+        src = remote.local_path(str(src))
         found, skips = walk([src], classify)
         skipped += skips
         if not Path(src).is_dir():

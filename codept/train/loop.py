@@ -186,7 +186,7 @@ def configure(items: list[str], run: RunConfig, sections: dict,
     check_engine(s, names)
     for name in names:  # files an objective reads (phrase's lexicon), before the process group
         lexicon = getattr(OBJECTIVES[name].config(**s.objectives.get(name, {})), "lexicon", "")
-        check_paths(f"objective.{name}.lexicon", lexicon)
+        check_paths(f"objective.{name}.lexicon", lexicon, urls=False)
     model = s.sections.get("model")
     if model is not None and s.run.seq_len > model.max_positions:
         raise ConfigError(f"seq_len={s.run.seq_len} > model.max_positions={model.max_positions}: a row's "
@@ -253,11 +253,16 @@ def check_tokenizer(key: str, path: str, init_dir=None) -> None:
         raise ConfigError(f"{key}={path}: not a usable tokenizer ({type(e).__name__}: {e})") from None
 
 
-def check_paths(key: str, value: str) -> None:
+def check_paths(key: str, value: str, urls: bool = True) -> None:
     """Each comma-separated path of the setting ``key=value`` exists: ConfigError naming the first
-    that does not (before any work: prepare would fail on it after the process group)."""
+    that does not (before any work: prepare would fail on it after the process group). An
+    object-store URL is left to prepare, which lists it (`urls`: the setting is a prepare input)."""
+    from codept.data.remote import is_url
+
     for p in filter(None, (x.strip() for x in value.split(","))):
-        if not Path(p).expanduser().exists():
+        if is_url(p) and not urls:
+            raise ConfigError(f"{key}={value!r}: {p}: a URL; this setting reads local folders (download it first)")
+        if not is_url(p) and not Path(p).expanduser().exists():
             raise ConfigError(f"{key}={value!r}: {p}: no such file or folder")
 
 
