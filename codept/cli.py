@@ -210,6 +210,12 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--worker-memory", type=int_at_least(-1), default=0, metavar="BYTES",
                     help="memory limit per worker process; an input over it is skipped as too_much_memory "
                          "(default 0: 80%% of RAM split over the workers; -1: no limit)")
+    pp.add_argument("--executor", choices=("local", "ray"), default="local",
+                    help="where the per-file work runs: local worker processes, or tasks on a Ray cluster "
+                         "(same views, manifest and cache key; codept.data.engines)")
+    pp.add_argument("--ray-address", default="", metavar="ADDR",
+                    help="--executor ray: a running cluster (ray://host:10001, auto; default: RAY_ADDRESS, "
+                         "else a local Ray instance for this job)")
     pp.add_argument("--num-shards", type=int_at_least(1), default=1,
                     help="machines sharing the corpus; a file goes to the shard of its content hash, so "
                          "duplicates meet on one machine (default 1)")

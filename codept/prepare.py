@@ -81,6 +81,7 @@ from codept.data.jobs import (  # noqa: F401  (SHARD_ROWS, ShardWriter: their ol
     served,
 )
 from codept.data import remote
+from codept.data.engines import EXECUTORS, view_map
 from codept.data.jobs import progress as progress_bar
 from codept.data.records import Record, Skip, iter_records, list_sources, record_text
 from codept.data.redact import redact
@@ -107,12 +108,16 @@ class PrepareConfig:
     worker_memory: int = 0  # address-space limit per worker in bytes; 0 = 80% of RAM / workers, -1 = none
     fields: bool = False  # object fields (self.x, this.x) as identifiers with comesFromField edges
     tokens_only: bool = True  # a language without a grammar: token-only views (False: skip unknown_language)
+    executor: str = "local"  # where the per-input work runs: local | ray (codept.data.engines)
+    ray_address: str = ""  # executor='ray': a running cluster (ray://host:10001, auto); "" = RAY_ADDRESS or a local one
 
     def __post_init__(self):
         if not 0 <= self.shard_index < self.num_shards:
             raise ValueError(f"shard_index={self.shard_index} not in [0, num_shards={self.num_shards})")
         if not 0.0 <= self.near_dedup < 1.0:
             raise ValueError(f"near_dedup={self.near_dedup} must be in [0, 1) (0 = off)")
+        if self.executor not in EXECUTORS:
+            raise ValueError(f"executor={self.executor!r}: expected one of {EXECUTORS}")
         if self.worker_memory < -1:
             raise ValueError(f"worker_memory={self.worker_memory} must be bytes > 0, 0 (derived) or -1 (none)")
 
@@ -223,7 +228,8 @@ def _settings(cfg: PrepareConfig, tokenizer_dir: Path):
     h.update(grammar.grammars_fingerprint().encode())
     h.update(tokenizer_fingerprint(load_tokenizer(tokenizer_dir)).encode())
     cfg_d = asdict(cfg)
-    cfg_d.pop("workers")  # does not change the output
+    for k in ("workers", "executor", "ray_address"):
+        cfg_d.pop(k)  # where the work runs does not change the output
     if not cfg_d["worker_memory"]:
         cfg_d.pop("worker_memory")  # the machine-derived default: keys stay those of earlier versions
     if not cfg_d["fields"]:
@@ -416,7 +422,7 @@ class _Tally:
 def _build(sources: list, cfg: PrepareConfig, settings, cache: JobCache, tokenizer_dir: Path, progress: bool,
            t0: float, force: bool) -> dict:
     """Read every input once, view the new ones in workers, write the folder; returns the summary."""
-    from codept.parallel import WorkersFailing, default_memory_limit, isolated_map
+    from codept.parallel import WorkersFailing, default_memory_limit
 
     folder = fresh_folder(cache.build_folder())
     workers = cfg.workers or os.cpu_count() or 1
@@ -452,8 +458,10 @@ def _build(sources: list, cfg: PrepareConfig, settings, cache: JobCache, tokeniz
             tally.settle(meta.pop(planned[pos]), results.pop(planned[pos]))
             pos += 1
 
-    for k, ok, value in isolated_map(_view_one, work(), workers=workers, timeout=cfg.timeout, init=_init_worker,
-                                     init_args=(str(tokenizer_dir), asdict(cfg)), memory_limit=memory):
+    ran: dict = {}
+    for k, ok, value in view_map(cfg.executor, _view_one, work(), workers=workers, timeout=cfg.timeout,
+                                 init=_init_worker, init_args=(str(tokenizer_dir), asdict(cfg)),
+                                 memory_limit=memory, address=cfg.ray_address, info=ran):
         if ok:
             i, status, a, b = value
             results[i] = (status, a, b) if status == "skip" else ("ok", a, b)
@@ -472,7 +480,8 @@ def _build(sources: list, cfg: PrepareConfig, settings, cache: JobCache, tokeniz
         "shards": n_shards,
         "shard": f"{cfg.shard_index} of {cfg.num_shards} ({len(planned)} of {planner.n} inputs)",
         "seconds": round(time.time() - t0, 2),
-        "workers": workers,
+        "workers": ran.get("workers", workers),
+        **({"executor": cfg.executor} if cfg.executor != "local" else {}),
     }
     assert summary["viewed"] + sum(tally.reasons.values()) == len(planned), "an input was lost"
     (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -526,7 +535,8 @@ def main(args) -> int:
                             redact=not args.no_redact, dedup=not args.no_dedup, near_dedup=args.near_dedup,
                             worker_memory=int(getattr(args, "worker_memory", 0) or 0),
                             fields=bool(getattr(args, "fields", False)),
-                            tokens_only=not getattr(args, "structure_only", False))
+                            tokens_only=not getattr(args, "structure_only", False),
+                            executor=getattr(args, "executor", "local"), ray_address=getattr(args, "ray_address", ""))
     except ValueError as e:  # a bad setting: the message names it
         return _error(e)
     try:
