@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +17,7 @@ from codept.data.engines import view_map
 from codept.data.sources import stdlib_root
 from codept.prepare import PrepareConfig, prepare
 from codept.tokenizer import train_tokenizer
+from test_robustness import _init, _work  # a crash, a hang, a raise (importable by Ray's workers)
 
 ray = pytest.importorskip("ray", reason="ray is a dev dependency: pip install -e '.[dev]'")
 
@@ -69,24 +67,10 @@ def test_prepare_on_ray_equals_the_local_build_byte_for_byte(corpus, tok_dir, tm
     assert "with 2 workers" in out and ray.is_initialized() is False  # its own instance, stopped after
 
 
-def _init(x):
-    return x
-
-
-def _work(state, item):
-    if item == "segv":
-        os.kill(os.getpid(), signal.SIGSEGV)
-    if item == "hang":
-        time.sleep(3600)
-    if item == "raise":
-        raise RuntimeError("boom")
-    return state + item
-
-
 @pytest.fixture()
 def cluster():
-    """A running Ray instance the job joins (as a user's cluster): this test module importable by
-    its workers (their tasks call _work)."""
+    """A running Ray instance the job joins (as a user's cluster), the tests folder importable by
+    its workers (their tasks call test_robustness._work)."""
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).parent)}})
     yield

@@ -105,6 +105,28 @@ def test_discover_accounts_for_everything(tmp_path):
                        "dangling.py": "broken_symlink", "nothing-here": "not_found"}
 
 
+def test_a_link_out_of_a_walked_folder_is_never_read(tmp_path):
+    """A repository's ``leak.py -> /etc/passwd`` (or ``~/.ssh/id_rsa``) was read into the views by
+    code prepare; now a skip naming the target, as prepare-text does. A link inside the folder, and
+    a link named as a source itself, are read."""
+    from codept.prepare import PrepareConfig, prepare
+
+    secret = tmp_path / "home" / "secret.py"
+    secret.parent.mkdir()
+    secret.write_text("TOKEN = 'do-not-read'\n")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a.py").write_text("def f(x):\n    return x + 1\n")
+    (repo / "leak.py").symlink_to(secret)
+    (repo / "again.py").symlink_to(repo / "a.py")
+    files, skipped = discover([repo, secret])
+    assert sorted(os.path.basename(p) for p, _ in files) == ["a.py", "again.py", "secret.py"]
+    assert [(os.path.basename(p), r) for p, r in skipped] == [("leak.py", "symlink_outside_input")]
+    s = prepare([str(repo)], out=tmp_path / "out", cfg=PrepareConfig(workers=1, dedup=False), progress=False)
+    assert s["skipped"] == {"symlink_outside_input": 1} and s["viewed"] == 2
+    assert "do-not-read" not in (tmp_path / "out" / "manifest.jsonl").read_text()
+
+
 # -- killable workers -------------------------------------------------------------------------
 
 

@@ -19,7 +19,7 @@ import os
 import sysconfig
 from pathlib import Path
 
-from codept.data.jobs import SkipFile, sha256_file  # noqa: F401  (sha256_file: its old home)
+from codept.data.jobs import SkipFile, printable, sha256_file  # noqa: F401  (sha256_file: its old home)
 
 STDLIB_EXCLUDE = {"test", "tests", "idlelib", "lib2to3", "site-packages", "__pycache__"}
 DEFAULT_MAX_BYTES = 1_000_000
@@ -42,7 +42,9 @@ def stdlib_files() -> list[Path]:
 def walk(sources: list[str | os.PathLike], classify) -> tuple[list[tuple[str, str]], list[tuple[str, str, str]]]:
     """Every file under `sources`, accounted for: ``classify(path) -> (kind, None)`` keeps it as
     (path, kind), ``(None, (reason, detail))`` skips it. Returns (files, skips [(path, reason,
-    detail)]), both sorted by path. Directories are walked without following symlinks."""
+    detail)]), both sorted by path. Directories are walked without following symlinks; a file
+    symlink found inside a walked folder whose target lies outside it (``notes.py -> ~/.ssh/id_rsa``)
+    is a skip ``symlink_outside_input``, never read (a symlink named as a source itself is read)."""
     files: list[tuple[str, str]] = []
     skipped: list[tuple[str, str, str]] = []
 
@@ -62,6 +64,7 @@ def walk(sources: list[str | os.PathLike], classify) -> tuple[list[tuple[str, st
             skipped.append((str(p), "not_found" if not os.path.lexists(p) else "not_a_file", ""))
             continue
         errors: list[OSError] = []
+        root = os.path.realpath(p)
         for dirpath, dirnames, filenames in os.walk(p, onerror=errors.append, followlinks=False):
             dirnames.sort()
             for d in dirnames:
@@ -73,6 +76,8 @@ def walk(sources: list[str | os.PathLike], classify) -> tuple[list[tuple[str, st
                     skipped.append((str(fp), "broken_symlink", ""))
                 elif not fp.is_file():
                     skipped.append((str(fp), "not_a_file", ""))
+                elif fp.is_symlink() and os.path.commonpath([root, target := os.path.realpath(fp)]) != root:
+                    skipped.append((str(fp), "symlink_outside_input", f"a link to {printable(target)}, outside {printable(root)}"))
                 else:
                     add(fp)
         skipped.extend((e.filename or str(p), "unreadable_directory", "") for e in errors)

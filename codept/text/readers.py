@@ -106,19 +106,8 @@ def discover(sources: Iterable[str | os.PathLike]) -> tuple[list[tuple[str, str]
             found, skips, _ = remote.walk(str(src), classify)
             files, skipped = files + found, skipped + skips
             continue
-        src = remote.local_path(str(src))
-        found, skips = walk([src], classify)
-        skipped += skips
-        if not Path(src).is_dir():
-            files += found
-            continue
-        root = os.path.realpath(src)  # a symlink found inside a folder may not lead out of it
-        for path, kind in found:
-            target = os.path.realpath(path) if os.path.islink(path) else None
-            if target is not None and os.path.commonpath([root, target]) != root:
-                skipped.append((path, "symlink_outside_input", f"a link to {printable(target)}, outside {printable(root)}"))
-            else:
-                files.append((path, kind))
+        found, skips = walk([remote.local_path(str(src))], classify)  # links out of a folder: skips
+        files, skipped = files + found, skipped + skips
     return sorted(files), [Skip(p, r, d) for p, r, d in sorted(skipped)]
 
 
