@@ -84,6 +84,9 @@ HOSTILE = [
     ("code", ["keep_last=-1"], "keep_last"),
     ("code", ["loss.mlm=-1"], "loss.mlm"),
     ("code", ["objective.mlm.rate=2"], "objective.mlm"),
+    ("code", ["objective.mlm.rate=0"], "objective.mlm"),  # selects nothing: was accepted, no labels
+    ("code", ["data.mixture=electra:1", "objective.electra.rate=0"], "objective.electra"),
+    ("text", ["data.mixture=phrase@text:1", "objective.phrase.rate=0"], "objective.phrase"),
     ("text", ["data.rows=both"], "data.rows"),
     ("text", ["data.long=stride:0"], "data.long"),
     ("text", ["data.shuffle_sentences=-0.1"], "data.shuffle_sentences"),
