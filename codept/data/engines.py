@@ -48,7 +48,7 @@ def view_map(executor: str, fn: Callable, items: Iterable, *, workers: int, time
         info["workers"] = workers
     if executor == "local":
         return parallel.isolated_map(fn, items, workers=workers, timeout=timeout, init=init, init_args=init_args,
-                            memory_limit=memory_limit)
+                                     memory_limit=memory_limit)
     if executor == "ray":
         return _ray_map(fn, items, timeout=timeout, init=init, init_args=init_args, memory_limit=memory_limit,
                         address=address, info=info if info is not None else {})
@@ -70,7 +70,7 @@ def _run_batch(fn, batch: list, timeout: float, init, init_args: tuple, memory_l
     with _plain_main():
         return [(keys[j], ok, value) for j, ok, value in
                 parallel.isolated_map(fn, [item for _, item in batch], workers=1, timeout=timeout, init=init,
-                             init_args=init_args, memory_limit=limit)]
+                                      init_args=init_args, memory_limit=limit)]
 
 
 @contextlib.contextmanager
@@ -111,8 +111,12 @@ def _ray_map(fn, items, *, timeout, init, init_args, memory_limit, address, info
     if own:
         import logging
 
-        ray.init(address=address or None, include_dashboard=False, log_to_driver=False,
-                 logging_level=logging.WARNING, configure_logging=True)
+        try:
+            ray.init(address=address or None, include_dashboard=False, log_to_driver=False,
+                     logging_level=logging.WARNING, configure_logging=True)
+        except (ConnectionError, RuntimeError, ValueError) as e:  # no cluster there, a bad address
+            raise ValueError(f"executor='ray', ray_address={address!r}: cannot start or join a Ray cluster: "
+                             f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
     try:
         task = ray.remote(num_cpus=1)(_run_batch)
         info["workers"] = max(1, int(ray.cluster_resources().get("CPU", 1)))
