@@ -282,9 +282,7 @@ def prepare(sources: list, out: Path | None = None, tokenizer_dir: Path | None =
 
     check_main_guard("codept.prepare.prepare()")
     if out is not None and remote.is_url(str(out)):  # built in the local cache, then uploaded
-        summary = prepare(sources, None, tokenizer_dir, cfg, force, progress)
-        remote.upload(Path(summary["out"]), str(out))
-        return {**summary, "local": summary["out"], "out": str(out)}
+        return remote.uploaded(prepare(sources, None, tokenizer_dir, cfg, force, progress), str(out))
     out = remote.local_path(str(out)) if out is not None else None
     t0 = time.time()
     tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else default_tokenizer_dir()

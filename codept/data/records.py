@@ -71,7 +71,7 @@ from pathlib import Path
 
 from codept.data import remote
 from codept.data.jobs import SkipFile
-from codept.data.sources import BOM, DEFAULT_MAX_BYTES, decode_source, discover, read_source
+from codept.data.sources import BOM, DEFAULT_MAX_BYTES, decode_source, discover, language_classifier, read_source
 from codept.languages import (TAG_RULE, available_languages, canonical_language, language_for_path, view_language,
                               view_language_for_path)
 
@@ -156,20 +156,10 @@ def _one_url(url: str, tokens_only: bool) -> Iterator[Record | Skip]:
     elif url.lower().endswith(".parquet"):
         yield from _iter_parquet(url, tokens_only)
     else:
-        files, skipped, _ = remote.walk(url, _classify(tokens_only))
+        files, skipped, _ = remote.walk(url, language_classifier(tokens_only))
         rows: list[Record | Skip] = [Record(f, lang, None, f"file:{f}") for f, lang in files]
         rows += [Skip(f"file:{f}", reason, detail, f) for f, reason, detail in skipped]
         yield from sorted(rows, key=lambda r: r.origin)
-
-
-def _classify(tokens_only: bool):
-    find = view_language_for_path if tokens_only else language_for_path
-
-    def classify(p: Path):
-        lang = find(p)
-        return (lang, None) if lang else (None, ("unknown_language", ""))
-
-    return classify
 
 
 def is_hf_dataset_dir(p: Path) -> bool:
@@ -347,7 +337,7 @@ def _list_url(url: str, out: Listing, tokens_only: bool) -> None:
     if url.lower().endswith(DATA_SUFFIXES):
         files = [url]
     else:
-        found, skipped, exists = remote.walk(url, _classify(tokens_only), infos)
+        found, skipped, exists = remote.walk(url, language_classifier(tokens_only), infos)
         files = [f for f, _ in found]
         out.entries += [f"skip\0{f}\0{reason}" for f, reason, _ in skipped]
         out.exists |= exists

@@ -131,6 +131,13 @@ def open_binary(url: str):
     return fs.open(path, "rb")
 
 
+def uploaded(summary: dict, url: str) -> dict:
+    """A job's summary after its local folder (``summary["out"]``) is uploaded to `url`: ``out`` is
+    the URL, ``local`` the folder (codept prepare / prepare-text ``--out URL``)."""
+    upload(Path(summary["out"]), url)
+    return {**summary, "local": summary["out"], "out": url}
+
+
 def upload(folder: Path, url: str) -> bool:
     """Copy every file of `folder` under `url`, ``DONE`` last, unless the URL already holds the
     same ``DONE`` (the same content key: a re-run over unchanged inputs uploads nothing). Returns

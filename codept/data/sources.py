@@ -89,6 +89,13 @@ def discover(sources: list[str | os.PathLike], tokens_only: bool = False) -> tup
     ``tokens_only``: files of a token-only language (grammars/tokens_only.toml: extension or file
     name, e.g. ``Makefile``) are kept too, with that language."""
 
+    files, skipped = walk(sources, language_classifier(tokens_only))
+    return files, [(p, r) for p, r, _ in skipped]
+
+
+def language_classifier(tokens_only: bool = False):
+    """The ``classify`` of code files for :func:`walk` (and codept.data.remote.walk): a file's
+    language by extension or name, else a skip ``unknown_language``."""
     from codept.languages import language_for_path, view_language_for_path
 
     find = view_language_for_path if tokens_only else language_for_path
@@ -97,8 +104,7 @@ def discover(sources: list[str | os.PathLike], tokens_only: bool = False) -> tup
         lang = find(p)
         return (lang, None) if lang else (None, ("unknown_language", ""))
 
-    files, skipped = walk(sources, classify)
-    return files, [(p, r) for p, r, _ in skipped]
+    return classify
 
 
 def read_bytes(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:

@@ -33,7 +33,7 @@ class Config:
     def __post_init__(self):
         if not 0.0 < self.rate <= 1.0:  # 0 selects no token: every example without labels
             raise ValueError(f"rate={self.rate}: must be in (0, 1] (0 selects no token: nothing to learn)")
-        for name in ("rate", "p_mask", "p_random"):
+        for name in ("p_mask", "p_random"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name}={getattr(self, name)}: must be in [0, 1]")
         if self.p_mask + self.p_random > 1.0:

@@ -156,9 +156,9 @@ def _settings(cfg: TextConfig, tokenizer_dir: Path):
     return h
 
 
-def _listing(files: list[tuple[str, str]], skipped: list[Skip]) -> Listing:
+def _listing(files: list[tuple[str, str]], skipped: list[Skip], infos: dict) -> Listing:
     """Names and ``stat`` of the inputs (codept.data.records.add_file_stats), no content read; an
-    object's line is the store's size, ETag and time (one metadata request per object)."""
+    object's line is the store's size, ETag and time, from discovery's listing (`infos`)."""
     out = Listing()
     out.entries += [f"skip\0{s.path}\0{s.reason}" for s in skipped]
     out.exists = any(s.reason != "not_found" for s in skipped)
@@ -166,7 +166,7 @@ def _listing(files: list[tuple[str, str]], skipped: list[Skip]) -> Listing:
     for f in (f for f, _ in files if remote.is_url(f)):
         out.exists = True
         out.entries.append(f"file\0{f}")
-        out.stats.append(f"{f}\0{remote.stat_line(f)}")
+        out.stats.append(f"{f}\0{infos.get(f) or remote.stat_line(f)}")
     return out
 
 
@@ -267,20 +267,19 @@ def prepare_text(sources: list[str], out: Path | None = None, tokenizer_dir: Pat
 
     check_main_guard("codept.text.prepare.prepare_text()")
     if out is not None and remote.is_url(str(out)):  # built in the local cache, then uploaded
-        summary = prepare_text(sources, None, tokenizer_dir, cfg, force, progress)
-        remote.upload(Path(summary["out"]), str(out))
-        return {**summary, "local": summary["out"], "out": str(out)}
+        return remote.uploaded(prepare_text(sources, None, tokenizer_dir, cfg, force, progress), str(out))
     out = remote.local_path(str(out)) if out is not None else None
     t0 = time.time()
     if not sources:
         raise ValueError("prepare-text needs at least one source (text/markdown/rst/man files, .jsonl/.tsv/.mo/.po)")
     tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else default_tokenizer_dir()
-    files, skipped = discover(sources)
+    infos: dict[str, str] = {}  # object URL -> stat line, from the prefix listing (no request per object)
+    files, skipped = discover(sources, infos)
     if not files and all(s.reason == "not_found" for s in skipped):
         raise NothingToPrepare(f"nothing to prepare: no source exists "
                                f"({', '.join(printable(str(s)) for s in sources[:5])}); "
                                "every source must be an existing file or directory")
-    listing = _listing(files, skipped)
+    listing = _listing(files, skipped, infos)
     settings = _settings(cfg, tokenizer_dir)
     cache = JobCache(listing, hexkey(settings, listing.entries), hexkey(settings, listing.stats),
                      Path(out) if out else None, cache_dir() / "text")

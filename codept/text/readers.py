@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from codept.data import remote
-from codept.data.jobs import SkipFile, printable
+from codept.data.jobs import SkipFile
 from codept.data.sources import decode_source, walk
 from codept.text.items import Item, Skip, TextDoc, _refusals, input_bytes
 from codept.text.man import MAN_TIMEOUT_S, _read_man
@@ -86,12 +86,13 @@ def format_of(path: str | os.PathLike) -> str | None:
     return "man" if _MAN_NAME.fullmatch(name) else None
 
 
-def discover(sources: Iterable[str | os.PathLike]) -> tuple[list[tuple[str, str]], list[Skip]]:
+def discover(sources: Iterable[str | os.PathLike], infos: dict | None = None) -> tuple[list[tuple[str, str]], list[Skip]]:
     """Files and directories -> (files [(path, kind)], skips), both sorted by path
     (codept.data.sources.walk); unknown formats are skips ``unknown_format``. A symlink found while
     walking a folder whose target lies outside that folder (``notes.txt -> ~/.ssh/id_rsa``) is a
     skip ``symlink_outside_input``, never read; a symlink named as a source itself is read. A
-    source may be an object-store URL (codept.data.remote.walk: an object or a prefix)."""
+    source may be an object-store URL (codept.data.remote.walk: an object or a prefix); `infos` gets
+    each object's stat line from that listing."""
 
     def classify(p: Path):
         kind = format_of(p)
@@ -103,7 +104,7 @@ def discover(sources: Iterable[str | os.PathLike]) -> tuple[list[tuple[str, str]
     skipped: list[tuple[str, str, str]] = []
     for src in sources:
         if remote.is_url(str(src)):  # an object or a prefix in a store: objects, no symlinks
-            found, skips, _ = remote.walk(str(src), classify)
+            found, skips, _ = remote.walk(str(src), classify, infos)
             files, skipped = files + found, skipped + skips
             continue
         found, skips = walk([remote.local_path(str(src))], classify)  # links out of a folder: skips
