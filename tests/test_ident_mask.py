@@ -68,3 +68,14 @@ def test_long_files_fit_the_row_and_the_loss_falls(small_tok, vocab):
     first, last = np.mean(ls[:5]), np.mean(ls[-5:])
     print(f"ident_mask lm loss {first:.3f} -> {last:.3f}")
     assert last < first - 0.5
+
+
+def test_target_room_defaults_to_a_share_of_the_length():
+    """target_room=0 (the default) reserves 3/16 of the example for the targets (96 at 512, 48 at 256),
+    so rows of 256 are not a third targets' room (the fixed 96 left them 65% full on the stdlib); an
+    impossible room is refused naming the rule."""
+    from codept.objectives.ident_mask import Config
+
+    assert Config().room() == 96 and Config(length=256).room() == 48 and Config(length=256, target_room=64).room() == 64
+    with pytest.raises(ValueError, match="target_room=300.*length=256"):
+        Config(length=256, target_room=300)

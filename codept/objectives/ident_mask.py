@@ -5,7 +5,10 @@ prefix-LM sequence (the t5_span rendering).
    many tokens (the targets need the rest of the row) tiling it from a random offset, one Example
    each (a list: one read of a file feeds all of it); ``windows=1``: one random window. Unless
    ``length`` is given, the recipes lower it to seq_len (a longer example would be split by packing,
-   its targets cut from their inputs) and they refuse a given length > seq_len.
+   its targets cut from their inputs) and they refuse a given length > seq_len. ``target_room``
+   defaults to 3/16 of ``length`` (96 at 512, 48 at 256): a fixed 96 left rows of 256 65% full
+   (windows of 160 tokens, targets of ~20), 3/16 83%; on the stdlib no picked binding was dropped
+   for lack of room at either setting (of ~6,000).
 2. Bindings: those whose every occurrence lies inside the window, is not a free name, and spells
    its name cleanly (codept.objectives.ident_rtd.occurrences); pick ``rate`` of them (at least
    one), at most the tokenizer's sentinel count.
@@ -40,7 +43,7 @@ from codept.structure.kinds import ROLE_FREE
 class Config:
     rate: float = 0.3  # share of the qualifying bindings masked
     length: int = 512  # longest example (inputs + targets); unless given, recipes lower it to seq_len
-    target_room: int = 96  # tokens reserved for the targets
+    target_room: int = 0  # tokens reserved for the targets; 0 = 3/16 of length (96 at 512, 48 at 256)
     windows: int = 0  # windows per read: 0 = the whole file in windows (a list); 1 = one random window
     whole_in_row: ClassVar[bool] = True  # a split example loses its inputs: recipes check length <= seq_len
     row_field: ClassVar[str] = "length"  # the setting recipes fit to the row (codept.train.loop.row_settings)
@@ -51,8 +54,13 @@ class Config:
             raise ValueError(f"ident_mask windows={self.windows}: must be >= 0 (0 = every window)")
         if not 0 < self.rate <= 1:
             raise ValueError(f"ident_mask rate={self.rate}: must be in (0, 1]")
-        if not 0 < self.target_room < self.length:
-            raise ValueError(f"ident_mask target_room={self.target_room}: must be in (0, length={self.length})")
+        if not 0 < self.room() < self.length:
+            raise ValueError(f"ident_mask target_room={self.target_room}: must be in (0, length={self.length}) "
+                             "(0: 3/16 of length)")
+
+    def room(self) -> int:
+        """The target room in tokens: ``target_room``, or 3/16 of ``length`` when it is 0."""
+        return self.target_room or max(1, (3 * self.length) // 16)
 
 
 def build(vocab: render.Vocab, cfg: Config = Config()):
@@ -60,7 +68,8 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
     if len(sentinels) == 0:
         raise ValueError("ident_mask needs sentinel tokens (<sentinel_i> / <extra_id_i>) in the tokenizer; it has none")
     eos = vocab.id_of("eos")
-    room = cfg.length - cfg.target_room
+    target_room = cfg.room()
+    room = cfg.length - target_room
 
     def ident_mask(view, rng: np.random.Generator, ctx=None) -> Example | list[Example] | None:
         ids = np.asarray(view.input_ids)
@@ -85,7 +94,7 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
             rank = np.full(len(uniq), -1, np.int64)  # binding (position in uniq) -> its sentinel number
             rank[picked] = np.arange(len(picked))
             inputs, targets = _render(ids, idents, rank[inv], first_row[picked], sentinels, lo, hi,
-                                      cfg.target_room - 1, in_order)
+                                      target_room - 1, in_order)
             targets = np.append(targets, eos)
             prefix = np.concatenate([np.ones(len(inputs), bool), np.zeros(len(targets), bool)])
             labels = np.concatenate([np.full(len(inputs), IGNORE, np.int64), targets])

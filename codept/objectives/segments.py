@@ -78,6 +78,12 @@ def truncate_pair(a: tuple[int, int], b: tuple[int, int], budget: int,
     """Trim the longer of the token ranges a, b by one token (front or back, 1/2 each) until
     len(a) + len(b) <= budget. Both sides keep at least one token when budget >= 2."""
     (a0, a1), (b0, b1) = a, b
+    excess = (a1 - a0) + (b1 - b0) - budget
+    if excess > 8:  # the loop's draws and trims at once (one draw per trimmed token, in its order)
+        front, on_a = rng.random(excess) < 0.5, _trim_sides(a1 - a0, b1 - b0, excess)
+        fa, fb = int((front & on_a).sum()), int((front & ~on_a).sum())
+        na = int(on_a.sum())
+        return (a0 + fa, a1 - (na - fa)), (b0 + fb, b1 - (excess - na - fb))
     while (a1 - a0) + (b1 - b0) > budget:
         front = rng.random() < 0.5
         if a1 - a0 > b1 - b0:
@@ -85,6 +91,17 @@ def truncate_pair(a: tuple[int, int], b: tuple[int, int], budget: int,
         else:
             b0, b1 = (b0 + 1, b1) if front else (b0, b1 - 1)
     return (a0, a1), (b0, b1)
+
+
+def _trim_sides(la: int, lb: int, steps: int) -> np.ndarray:
+    """(steps,) bool: does truncate_pair's loop trim A (True) or B at each step? The longer side until
+    both are equal, then B (a tie trims B), A, B, ... alternately."""
+    on_a = np.zeros(steps, bool)
+    d = min(abs(la - lb), steps)
+    if la > lb:
+        on_a[:d] = True
+    on_a[d + 1::2] = True
+    return on_a
 
 
 def render_pair(ids_a: np.ndarray, ids_b: np.ndarray, label: int, name: str, vocab: render.Vocab,
