@@ -87,9 +87,9 @@ def _outputs(obj, views, seeds=range(4)) -> list:
 
 
 PINS = {  # name -> (objective, settings, corpus, digest before the speed work)
-    "glm": ("glm", {}, "text", "e76681ddcec00ee1"),
-    "glm_512": ("glm", {"max_tokens": 512, "rate": 0.3}, "text", "33900a8c8a4bfc81"),
-    "glm_code": ("glm", {"max_tokens": 128}, "code", "c4d10738565a47b8"),
+    "glm": ("glm", {"all_windows": False}, "text", "e76681ddcec00ee1"),
+    "glm_512": ("glm", {"max_tokens": 512, "rate": 0.3, "all_windows": False}, "text", "33900a8c8a4bfc81"),
+    "glm_code": ("glm", {"max_tokens": 128, "all_windows": False}, "code", "c4d10738565a47b8"),
     "nsp": ("nsp", {}, "text", "05f45873588fe5db"),
     "nsp_same": ("nsp", {"negatives": "same_document", "max_tokens": 128}, "text", "f1df996647ef9e09"),
     "nsp_no_mlm": ("nsp", {"mlm_rate": 0.0, "short_seq_prob": 0.5}, "text", "6dc60627c1bccdb6"),
@@ -127,7 +127,7 @@ def test_stream_rows_are_pinned(byte_tok, text_views, code_views):
     code, text = open_views(views_to_table(code_views)), open_views(text_table(text_views))
     sources = [view_source(code, build("code_doc", vocab, max_tokens=128), "cd", salt=1),
                view_source(text, build("nsp", vocab), "nsp", salt=2),
-               view_source(code, build("glm", vocab, max_tokens=128), "glm", salt=3)]
+               view_source(code, build("glm", vocab, max_tokens=128, all_windows=False), "glm", salt=3)]
     stream = PackedStream(Mixture(sources, [1.0, 2.0, 1.0], seed=5), seq_len=128, pad_id=vocab.pad_id, buffer=8)
     rows = [next(stream) for _ in range(80)]
     assert stream.k >= 2
@@ -315,3 +315,43 @@ def test_truncate_pair_equals_the_loop_it_replaced():
         r1, r2 = np.random.default_rng(seed), np.random.default_rng(seed)
         assert truncate_pair(a, b, budget, r1) == _truncate_pair_loop(a, b, budget, r2)
         assert r1.random() == r2.random()
+
+
+@pytest.mark.parametrize("kw", [{}, {"max_tokens": 64, "rate": 0.3, "mean_span": 1.5}])
+def test_glm_all_windows_equal_render_blanks_per_window(byte_tok, text_views, code_views, kw):
+    """glm's every-window path (spans drawn and rendered for all windows of a read at once) gives,
+    for each window, render_blanks of that window's spans and part-B order; the windows tile the
+    document; each window's spans cover its select.budget and hold no special token."""
+    from codept.objectives import glm as G
+
+    vocab = Vocab.from_tokenizer(byte_tok)
+    cfg = G.Config(**kw)
+    width = int((cfg.max_tokens - 2) / (1 + 2 * cfg.rate))
+    seen = 0
+    for v in [*text_views, *code_views]:
+        ids = np.asarray(v.input_ids)
+        if len(ids) <= width:
+            continue
+        for seed in range(3):
+            rng = np.random.default_rng(seed)
+            first = int(rng.integers(1, width + 1))
+            starts = np.array([0, *range(first, len(ids), width)], np.int64)
+            st, en, win, order = G.sample_windows(starts, len(ids), cfg.rate, cfg.mean_span, rng)
+            got = G.build(vocab, cfg)(v, np.random.default_rng(seed))
+            assert len(got) == len(starts)
+            cand = vocab.candidates(ids)
+            bounds = [*starts.tolist(), len(ids)]
+            for w, ex in enumerate(got):
+                a, b = bounds[w], bounds[w + 1]
+                m = win == w
+                clean = np.array([cand[x:y].all() for x, y in zip(st[m], en[m])], bool)
+                assert (en[m] - st[m]).sum() in (int(cfg.rate * (b - a)), int(cfg.rate * (b - a)) + 1)
+                idx = np.flatnonzero(m)
+                keep = idx[clean]
+                loc = np.array([int(np.searchsorted(keep, i)) for i in order if i in set(keep.tolist())], np.int64)
+                spans = np.stack([st[keep] - a, en[keep] - a], 1) if len(keep) else np.zeros((0, 2), np.int64)
+                ref = G.render_blanks(ids[a:b], spans, loc, vocab)
+                assert _digest([ex]) == _digest([ref]), (v.path, seed, w)
+                assert len(ex) <= cfg.max_tokens
+                seen += 1
+    assert seen > 100

@@ -48,6 +48,7 @@ def batch_of(name, vocab, views, seq=128, **cfg):
         cfg.setdefault("max_tokens", seq)  # rendered examples fit a row: packing never splits them
     obj = build(name, vocab, **cfg)
     exs = [obj(v, np.random.default_rng([0, 0, i])) for i, v in enumerate(views)]
+    exs = [x for e in exs for x in (e if isinstance(e, list) else [e])]  # glm: every window of a read
     return collate(pack(exs, seq, vocab.pad_id)[:4])
 
 
@@ -104,11 +105,12 @@ def test_glm_blanks_by_hand(vocab):
     assert (visible(np.ones(10, int), ex.prefix) == want).all()
 
 
-def test_glm_span_statistics(vocab, views):
-    obj = build("glm", vocab)
+@pytest.mark.parametrize("all_windows", [True, False])
+def test_glm_span_statistics(vocab, views, all_windows):
+    obj = build("glm", vocab, all_windows=all_windows)
     masked, total, lengths = 0, 0, []
-    for i in range(200):
-        ex = obj(views[i % len(views)], np.random.default_rng([2, 0, i]))
+    got = [obj(views[i % len(views)], np.random.default_rng([2, 0, i])) for i in range(200 if not all_windows else 20)]
+    for ex in [x for e in got for x in (e if isinstance(e, list) else [e])]:
         n_a = int(ex.prefix.sum())
         m = int((ex.input_ids[:n_a] == vocab.mask_id).sum())
         span_tok = len(ex) - n_a - m  # part B without its <sop>s
