@@ -11,6 +11,8 @@
   codept probe structure --model M          structural probes (node kind, def/use, binding, dataflow) per layer
   codept probe finetune --model M --probe P fine-tune on training projects' pairs, MRR / nDCG@10 on held-out ones
   codept probe bench --model M --data PATH  CodeSearchNet jsonl / BEIR-CoIR folder: nDCG@10, MRR, recall@k
+  codept mine-negatives VIEWS --miner bm25|MODEL
+                                            code_doc's hard negatives, false negatives filtered, beside the views
   codept grammar check [LANG...]            run the caret-annotated fixtures of grammars/<lang>/
   codept recipe NAME                        print the path of recipes/NAME.py (installed or checkout), for
                                             deepspeed --num_gpus 2 "$(codept recipe pretrain_code)" key=value ...
@@ -174,6 +176,15 @@ def _cmd_probe_bench(args) -> int:
     return bench_main(args)
 
 
+def _cmd_mine_negatives(args) -> int:
+    from codept.probe.mine import main as mine_main
+
+    try:
+        return mine_main(args)
+    except (ValueError, FileNotFoundError) as e:  # a bad folder, miner or setting: the message names it
+        raise CommandError(str(e)) from None
+
+
 def _cmd_probe_finetune(args) -> int:
     from codept.probe.finetune import main as finetune_main
 
@@ -312,6 +323,13 @@ def build_parser() -> argparse.ArgumentParser:
     pbe = pr.add_parser("bench", help="score a model on a CodeSearchNet jsonl or BEIR/CoIR folder: nDCG@10, MRR, recall@k")
     probe_formats.add_arguments(pbe)
     pbe.set_defaults(fn=_cmd_probe_bench)
+
+    from codept.probe import mine as probe_mine
+
+    pmn = sub.add_parser("mine-negatives", help="hard negatives for code_doc (BM25 or a teacher), false negatives "
+                         "filtered, stored beside the views")
+    probe_mine.add_arguments(pmn)
+    pmn.set_defaults(fn=_cmd_mine_negatives)
 
     from codept.data.fetch import add_cli as add_corpora_cli
 

@@ -17,8 +17,11 @@ nothing is converted to Python lists, only the few string fields become Python o
 :func:`view_source` wraps Views and an objective as a codept.data.stream.Source. The objective is
 called as ``objective(view, rng, ctx)`` (codept.data.stream.Context: its own index and epoch, the
 training progress, and ``ctx.partner(rng)`` to draw another document of the same source with the
-example's own rng, e.g. NSP's random-document negatives), so it stays a pure function of
-(seed, epoch, index) and the stream state.
+example's own rng, e.g. NSP's random-document negatives; ``ctx.find(path)`` for the index of the
+source's view of that path, None when the source lacks it), so it stays a pure function of
+(seed, epoch, index) and the stream state. An objective with a ``bind(source)`` attribute is bound
+once when the source is made (code_doc's mined negatives: the sidecar beside ``Views.folders``, the
+prepared folders the views were read from, is loaded and checked there, before any example).
 
 Algorithm of ``views[i]``: 1. the record batch holding row i (binary search over batch starts);
 2. a view object whose fields are read on first access (:func:`_lazy`): an array column as
@@ -97,6 +100,7 @@ class Views:
                 raise ValueError(f"columns={sorted(columns)}: {self.kind} views have no "
                                  f"{sorted(columns - own - side)} (fields: {sorted(own - {'stats'})})")
         self.columns = columns
+        self.folders: tuple[str, ...] = ()  # the prepared folders read (open_views sets them): sidecars beside them
         self._read = {n for n in self.cls.SCHEMA.names if n in present and self._wanted(n)}
         self._widths = {n: w for n, (_, w) in self.cls.ARRAYS.items()}
         # per batch: array column -> (flat values, offsets), zero-copy
@@ -222,6 +226,7 @@ def open_views(src, kind: str | None = None, columns=None, *, tokenizer=None, ma
         raise ValueError(f"kind={kind!r}: expected one of {tuple(KINDS)}")
     if isinstance(src, Views):
         views = src if columns is None else Views(pa.Table.from_batches(src._batches), src._indices, columns, src.skipped)
+        views.folders = src.folders
     elif isinstance(src, pa.Table):
         views = Views(src, None, columns)
     elif isinstance(src, (str, Path, list, tuple)):
@@ -230,9 +235,21 @@ def open_views(src, kind: str | None = None, columns=None, *, tokenizer=None, ma
     else:  # a datasets.Dataset (possibly with an indices mapping from .select / .shuffle)
         idx = getattr(src, "_indices", None)
         views = Views(src.data.table, None if idx is None else idx.column(0).to_numpy(), columns)
+        views.folders = _folders_of(src)
     if kind is not None and views.kind != kind:
         raise ValueError(f"{src}: holds {views.kind} views, not {kind}")
     return views
+
+
+def _folders_of(dataset) -> tuple[str, ...]:
+    """The prepared folders (with DONE) holding a datasets.Dataset's Arrow files, in order (also after
+    ``.select``, whose indices keep the data files); () for an in-memory dataset."""
+    out: list[str] = []
+    for f in getattr(dataset, "cache_files", None) or []:
+        folder = Path(f["filename"]).parent
+        if (folder / "DONE").is_file() and str(folder) not in out:
+            out.append(str(folder))
+    return tuple(out)
 
 
 def is_trace_folder(path: Path) -> bool:
@@ -279,4 +296,16 @@ def view_source(views, objective, name: str, salt: int = 0, kind: str | None = N
     def make(index: int, rng, ctx):
         return objective(views[index], rng, ctx)
 
-    return Source(name=name, n=len(views), make=make, salt=salt, get=views.__getitem__, context=True)
+    index: dict[str, int] = {}
+
+    def find(key: str) -> int | None:  # the key -> index map, built on the first look-up (one string column)
+        if not index:
+            index.update((k, i) for i, k in reversed(list(enumerate(views.keys()))))
+        return index.get(key)
+
+    source = Source(name=name, n=len(views), make=make, salt=salt, get=views.__getitem__, context=True, find=find,
+                    folders=views.folders)
+    bind = getattr(objective, "bind", None)
+    if bind is not None:  # an objective reading more than its document checks it can, before any example
+        bind(source)
+    return source

@@ -78,6 +78,8 @@ class Source:
     salt: int = 0  # distinguishes sources that share documents (e.g. two objectives on one corpus)
     get: Callable[[int], Any] | None = None  # document i (a view), for Context.partner
     context: bool = False  # make takes a third argument, the Context
+    find: Callable[[str], int | None] | None = None  # the index of the document with this key (a view's path), None if absent
+    folders: tuple = ()  # the prepared folders the documents were read from (sidecars beside them: mined negatives)
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,13 @@ class Context:
         if self.source.get is None:
             raise ValueError(f"source {self.source.name!r} has no get()")
         return self.source.get(i)
+
+    def find(self, key: str) -> int | None:
+        """The index of the source's document whose key (a view's path) is `key`; None when the
+        source does not hold it (e.g. a held-out file, absent from the training source)."""
+        if self.source.find is None:
+            raise ValueError(f"source {self.source.name!r} cannot look documents up by key (no find())")
+        return self.source.find(key)
 
 
 class Mixture:

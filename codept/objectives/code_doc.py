@@ -36,11 +36,21 @@
    Scalar ``pair`` = [2 * pid, 2 * pid + 1] with pid a random 62-bit id (side 0 = doc, side 1 =
    code), the key codept.model.heads.ContrastiveHead matches; two pairs of one batch share a pid
    with probability ~ n^2 / 2^63.
-5. ``hard_negatives``: each pair's row also holds two unmatched parts with fresh pair ids (so the
-   contrastive head scores them as candidates and matches them to nothing): the doc side of
-   another definition of the same file, and this definition's code side with that definition's
-   name in place of its own (the study's hard negatives: a near-identical function is not a match).
-   Needs another documented definition in the file; without one the pair has no negatives.
+5. ``negatives``: unmatched parts in each pair's row, with fresh pair ids (so the contrastive
+   head scores them as candidates of every pair and matches them to nothing; docs/search.md
+   "Mined hard negatives" has the ablation). ``"none"`` (default): none. ``"same_file"`` (the
+   old ``hard_negatives=True``, still accepted as its spelling): the doc side of another
+   definition of the same file, and this definition's code side with that definition's name in
+   place of its own (the study's hard negatives: a near-identical function is not a match); needs
+   another documented definition in the file, else the pair has none. ``"mined"``: the code sides
+   of ``mined_per_pair`` definitions drawn uniformly from the negatives ``codept mine-negatives``
+   kept for this definition (BM25 or a teacher encoder over the whole corpus, false negatives
+   filtered: codept.probe.mine), read from the sidecar ``negatives/<miner>/`` beside the prepared
+   folder the views came from (codept.data.negatives; loaded and checked against the folder's
+   content key when the stream source is made: a missing or stale sidecar is an error naming the
+   folder and the command). A negative in a file the source does not hold (a held-out file, a
+   token-only view) is passed over (``ctx.find``), so the held-out probe files never reach the
+   training rows; a pair with no usable negative has none.
 6. Prefixes (``query_prefix`` / ``code_prefix``, "" by default): the prefix's tokens (encoded once at
    build time, Vocab.encode) open every doc / code side, negatives included, inside the side's cut
    (prefix + the first max_doc_tokens - len(prefix) tokens). The probes (codept.probe.run:
@@ -56,7 +66,7 @@
 Cost: O(F + the kept tokens) NumPy work per document, no string work (with the field; a regex pass
 per doc otherwise), one Example per group (benchmarks/bench_code_objectives.py). The default path
 (summaries field, no MLM, no negatives) computes every pair's sides of a read as index ranges and
-gathers all their tokens at once, each group's Example a slice of it; MLM and hard negatives build
+gathers all their tokens at once, each group's Example a slice of it; MLM and negatives build
 each pair's sides (``_pair``), the reference the default path equals (tests).
 Not covered: the whitespace the removed docstring leaves behind (an empty line stays in the code);
 negatives beyond the micro-step of all ranks (the head's limit); the summary's limits
@@ -64,8 +74,8 @@ negatives beyond the micro-step of all ranks (the head's limit); the summary's l
 zero residual init, full protocol): in-domain 0.193 vs 0.181, networkx 0.095 vs 0.086. The 32 / 128
 token cuts were measured: against 64 / 192, more pairs fit a row (more in-batch negatives) and a
 200-step code_doc-only run scored higher on both default probes (cheap protocol, in-domain 0.19 vs
-0.14, networkx 0.14 vs 0.13; random 0.08 / 0.13). A pair (with hard negatives: the pair and its two
-negatives) must fit a row, ``unit_tokens()`` <= seq_len: unless a cap is given, recipes lower
+0.14, networkx 0.14 vs 0.13; random 0.08 / 0.13). A pair (with negatives: the pair and its negative
+parts) must fit a row, ``unit_tokens()`` <= seq_len: unless a cap is given, recipes lower
 max_code_tokens to fit (``fit_unit``), else they refuse the setting.
 """
 
@@ -76,6 +86,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from codept.data import negatives as N
 from codept.data.example import IGNORE, Example
 from codept.objectives import render, select
 from codept.objectives.spec import Objective
@@ -85,6 +96,7 @@ from codept.structure.summary import SUMMARY_CAP, summary_tokens  # noqa: F401 (
 PID_BITS = 62  # 2 * pid + 1 < 2**63: the pair keys fit int64
 _UNIT_PATH = False  # tests: True makes the default path build per-pair units too (the reference of the fast path)
 DOC_MODES = ("summary", "raw")
+NEGATIVES = ("none", "same_file", "mined")
 TEMPERATURE_SCHEDULES = ("fixed", "learned", "linear")  # codept.model.heads.TEMPERATURE_SCHEDULES (a test pins them equal)
 
 
@@ -96,7 +108,10 @@ class Config:
     mlm_rate: float = 0.0  # share of code-side tokens masked for the mlm head; 0 = no mlm labels
     kinds: tuple[str, ...] = ("function", "method")  # DEFINITION_KINDS eligible ("class" too if wanted)
     pairs: int = 0  # pairs per read of a file: 0 = every eligible definition (a list); 1 = one pair
-    hard_negatives: bool = False  # add another definition's doc and this code with another's name
+    negatives: str = "none"  # none | same_file (another definition's doc + this code with its name) | mined
+    hard_negatives: bool = False  # the old spelling of negatives="same_file" (True sets it)
+    miner: str = "bm25"  # negatives="mined": the sidecar VIEWS/negatives/<miner>/ of `codept mine-negatives`
+    mined_per_pair: int = 1  # negatives="mined": code negatives per pair, drawn from the kept ones
     max_tokens: int = 256  # pairs of one read grouped into Examples of at most this many tokens; 0 = one per pair
     # search settings (docs/search.md): prefixes in training, probes and the sentence-transformers export
     query_prefix: str = ""  # prepended to the doc side (a query), e.g. "query: "; its tokens count in max_doc_tokens
@@ -113,14 +128,20 @@ class Config:
 
     unit_fields: ClassVar[tuple] = ("max_doc_tokens", "max_code_tokens")  # the caps unit_tokens reads
 
+    def _code_parts(self) -> int:
+        """Code sides of one pair's unit: its own, plus its negatives' (same_file: one, and one doc)."""
+        return 1 + (self.mined_per_pair if self.negatives == "mined" else self.negatives == "same_file")
+
     def unit_tokens(self) -> int:
-        """The longest indivisible piece: one pair, with its two negative parts (recipes check <= seq_len)."""
-        return (self.max_doc_tokens + self.max_code_tokens) * (2 if self.hard_negatives else 1)
+        """The longest indivisible piece: one pair, with its negative parts (recipes check <= seq_len)."""
+        docs = 2 if self.negatives == "same_file" else 1
+        return self.max_doc_tokens * docs + self.max_code_tokens * self._code_parts()
 
     def fit_unit(self, seq_len: int) -> dict:
         """Settings that make unit_tokens() fit seq_len: the code cut lowered (recipes apply them
         unless a cap was given); {} when no code cut can."""
-        per = seq_len // (2 if self.hard_negatives else 1) - self.max_doc_tokens
+        docs = 2 if self.negatives == "same_file" else 1
+        per = (seq_len - self.max_doc_tokens * docs) // self._code_parts()
         return {"max_code_tokens": per} if 1 <= per < self.max_code_tokens else {}
 
     def __post_init__(self):
@@ -129,6 +150,18 @@ class Config:
                              "both must be >= 1")
         if self.doc not in DOC_MODES:
             raise ValueError(f"code_doc doc={self.doc!r}: expected one of {DOC_MODES}")
+        if self.negatives not in NEGATIVES:
+            raise ValueError(f"code_doc negatives={self.negatives!r}: expected one of {NEGATIVES}")
+        if self.hard_negatives:  # the old spelling of same_file
+            if self.negatives not in ("none", "same_file"):
+                raise ValueError(f"code_doc hard_negatives=true (the old spelling of negatives='same_file') "
+                                 f"contradicts negatives={self.negatives!r}: give negatives alone")
+            object.__setattr__(self, "negatives", "same_file")
+        if isinstance(self.mined_per_pair, bool) or not isinstance(self.mined_per_pair, int) or self.mined_per_pair < 1:
+            raise ValueError(f"code_doc mined_per_pair={self.mined_per_pair!r}: an integer >= 1 expected")
+        if not isinstance(self.miner, str) or not self.miner or "/" in self.miner or self.miner.startswith("."):
+            raise ValueError(f"code_doc miner={self.miner!r}: the name of a sidecar VIEWS/negatives/<name>/ "
+                             "(`codept mine-negatives` prints it; 'bm25' for --miner bm25)")
         if not 0.0 <= self.mlm_rate <= 1.0:
             raise ValueError(f"mlm_rate={self.mlm_rate} must be in [0, 1]")
         if self.max_tokens < 0:
@@ -181,6 +214,20 @@ def candidates(functions: np.ndarray, kind_ids: np.ndarray) -> np.ndarray:
     overlap = np.maximum(np.minimum(e, de) - np.maximum(s, ds), 0)  # np.clip costs more on a few rows
     ok = allowed[np.minimum(np.maximum(kind, 0), len(allowed) - 1)] & (kind < len(allowed)) & (ds >= 0) & (de > ds) & (e - s > overlap)
     return np.flatnonzero(ok)
+
+
+def code_ranges(row, n_tokens: int, max_code_tokens: int) -> list[tuple[int, int]]:
+    """Token ranges [a, b) of the code side of definition `row` (a row of ``functions``: kind, start,
+    end, name start, name end, doc start, doc end) in a view of `n_tokens` tokens: the definition
+    without its doc's tokens, cut to its first `max_code_tokens` (what ``_code_side`` gathers; the
+    miner, codept.probe.mine, scores the same text)."""
+    _, s, e, _, _, ds, de = (int(x) for x in row)
+    s, e, m = min(s, n_tokens), min(e, n_tokens), max_code_tokens
+    a, b = max(ds, s), min(de, e)  # the doc's tokens inside the definition (Python), else empty
+    if b <= a:
+        return [(s, min(e, s + m))]
+    head = min(a - s, m)
+    return [(s, s + head), (b, b + min(e - b, m - head))] if head < m else [(s, s + head)]
 
 
 @dataclass
@@ -242,7 +289,18 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
             raise ValueError(f"code_doc {name}={getattr(cfg, name)!r} is {len(ids)} tokens, and {cap}="
                              f"{getattr(cfg, cap)} must leave room for text after it")
     prefixed = bool(len(qp) or len(cp))
-    fast = from_view and cfg.mlm_rate == 0 and not cfg.hard_negatives and not prefixed and not _UNIT_PATH  # _fast_examples serves
+    fast = from_view and cfg.mlm_rate == 0 and cfg.negatives == "none" and not prefixed and not _UNIT_PATH  # _fast_examples serves
+    sidecars: dict[tuple, list] = {}  # the source's folders -> their MinedNegatives (negatives="mined")
+
+    def mined_of(source) -> list:
+        """The sidecars of the folders `source`'s views came from, loaded and checked once."""
+        if source.folders not in sidecars:
+            if not source.folders:
+                raise N.NoNegatives(f"code_doc negatives='mined': source {source.name!r} was not read from a "
+                                    "prepared views folder, so there is no sidecar of mined negatives beside it "
+                                    "(open the views with codept.views.open_views(FOLDER))")
+            sidecars[source.folders] = [N.MinedNegatives(f, cfg.miner) for f in source.folders]
+        return sidecars[source.folders]
 
     def with_prefix(ids: np.ndarray, text: np.ndarray, cap: int) -> np.ndarray:
         """The prefix's ids, then the text's first tokens: at most ``cap`` in all (the probe and the
@@ -255,7 +313,7 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         if len(cand) == 0:
             return None
         if cfg.pairs == 1:
-            return _one_pair(view, funcs, cand, rng)
+            return _one_pair(view, funcs, cand, rng, ctx)
         order = rng.permutation(cand)
         if fast:
             return _fast_examples(view, funcs, order, rng)
@@ -267,12 +325,14 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         units = []
         for row, pid in zip(rows, pids):
             u = _pair(view, funcs, row, docs[row], pid, rng)
-            if cfg.hard_negatives:
+            if cfg.negatives == "same_file":
                 u = _with_negatives(view, funcs, row, u, docs, rng)
+            elif cfg.negatives == "mined":
+                u = _with_mined(view, row, u, rng, ctx)
             units.append(u)
         return [_as_example(g) for g in _groups(units, cfg.max_tokens)]
 
-    def _one_pair(view, funcs, cand, rng) -> Example | None:
+    def _one_pair(view, funcs, cand, rng, ctx) -> Example | None:
         """The single-pair path (``pairs=1``): one definition drawn uniformly, falling back to the
         others in random order when its doc gives no summary."""
         pick = int(rng.integers(len(cand)))
@@ -286,8 +346,10 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
             doc = _doc_side(view, funcs, row)
             if len(doc):
                 u = _pair(view, funcs, row, doc, pid, rng)
-                if cfg.hard_negatives:
+                if cfg.negatives == "same_file":
                     u = _with_negatives(view, funcs, row, u, _doc_sides(view, funcs, cand), rng)
+                elif cfg.negatives == "mined":
+                    u = _with_mined(view, row, u, rng, ctx)
                 return _as_example([u])
         return None  # no doc with a word: no pair (the stream drops None)
 
@@ -368,12 +430,9 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         ids = np.asarray(view.input_ids)
         _, s, e, ns, ne, ds, de = funcs[row].tolist()
         a, b = max(ds, s), min(de, e)  # the doc's tokens inside the definition (Python), else empty
-        if name_ids is None:  # the pair's own code side: two slices, only the kept tokens read
-            m = cfg.max_code_tokens
-            if b <= a:
-                return ids[s:e][:m]
-            head = ids[s:a][:m]
-            return np.concatenate([head, ids[b:e][: m - len(head)]]) if len(head) < m else head
+        if name_ids is None:  # the pair's own code side: one or two slices, only the kept tokens read
+            parts = code_ranges(funcs[row], len(ids), cfg.max_code_tokens)
+            return ids[parts[0][0]:parts[0][1]] if len(parts) == 1 else np.concatenate([ids[x:y] for x, y in parts])
         keep = np.ones(e - s, dtype=bool)
         keep[a - s : max(b - s, 0)] = False
         toks = ids[s:e]
@@ -410,6 +469,40 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         q, r = (int(x) for x in rng.integers(0, 2**PID_BITS, size=2, dtype=np.int64))
         return _Unit([*u.sides, neg_doc, neg_code], [*u.keys, 2 * q, 2 * r + 1], mlm)
 
+    def _with_mined(view, row: int, u: _Unit, rng, ctx) -> _Unit:
+        """`u` plus the code sides of up to ``mined_per_pair`` of the definition's mined negatives
+        (fresh pair ids, code side keys), tried in a random order; a negative the source does not
+        hold (``ctx.find`` None: a held-out or token-only file) or whose definition moved is passed over."""
+        if ctx is None:
+            raise ValueError("code_doc negatives='mined' reads other documents of its source: call it from a "
+                             "stream source (codept.views.view_source)")
+        refs = next((r for m in mined_of(ctx.source) if (r := m.of(view.path, row))), [])
+        sides = []
+        for k in (rng.permutation(len(refs)).tolist() if refs else []):
+            if len(sides) == cfg.mined_per_pair:
+                break
+            path, r, s, e = refs[k]
+            j = ctx.find(path)
+            if j is None:
+                continue
+            other = ctx.document(j)
+            f = np.asarray(other.functions).reshape(-1, 7)
+            if r >= len(f) or int(f[r, 1]) != s or int(f[r, 2]) != e:
+                continue
+            sides.append(with_prefix(cp, _code_side(other, f, r), cfg.max_code_tokens))
+        if not sides:
+            return u
+        keys = [2 * int(q) + 1 for q in rng.integers(0, 2**PID_BITS, size=len(sides), dtype=np.int64)]
+        mlm = u.mlm and [*u.mlm, *(np.full(len(x), IGNORE, np.int32) for x in sides)]  # negatives: no MLM labels
+        return _Unit([*u.sides, *sides], [*u.keys, *keys], mlm)
+
+    def bind(source) -> None:
+        """negatives="mined": load and check the sidecars beside the source's folders now (a missing
+        or stale one is an error before any example is drawn)."""
+        if cfg.negatives == "mined":
+            mined_of(source)
+
+    code_doc.bind = bind
     return code_doc
 
 

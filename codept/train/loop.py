@@ -50,6 +50,7 @@ from typing import Callable
 import numpy as np
 
 from codept import languages
+from codept.data.negatives import NegativesError
 from codept.data.stream import Mixture, PackedStream
 from codept.views import open_views, view_source
 from codept.model.config import HEAD_NAMES
@@ -323,7 +324,10 @@ def streams(views, mixture: list[tuple[str, float]], vocab, settings: dict, wrap
         obj = build_objective(name, vocab, **settings.get(name, {}))
         obj = wrap(key, obj) if wrap else obj
         docs = structured(by_corpus[corpus_of(key)], key, settings.get(name, {}))
-        out.append(view_source(docs, obj, key, salt=i + 1))
+        try:
+            out.append(view_source(docs, obj, key, salt=i + 1))
+        except NegativesError as e:  # code_doc negatives=mined: no / a stale sidecar (its message says what to run)
+            raise ConfigError(f"{key}: {e}") from None
     return out
 
 
