@@ -236,9 +236,9 @@ def shuffler(share: float):
 # -- pair probes: the NSP-vs-SOP question ---------------------------------------------------------
 
 PAIR_PROBES = {  # probe -> (objective, settings): label 1 = not the coherent order
-    "nsp_random": ("nsp", {"negatives": "random", "mlm_rate": 0.0}),
-    "nsp_same_document": ("nsp", {"negatives": "same_document", "mlm_rate": 0.0}),
-    "sop": ("sop", {"mlm_rate": 0.0}),
+    "nsp_random": ("nsp", {"negatives": "random", "mlm_rate": 0.0, "walk": False}),  # one pair per read
+    "nsp_same_document": ("nsp", {"negatives": "same_document", "mlm_rate": 0.0, "walk": False}),
+    "sop": ("sop", {"mlm_rate": 0.0, "walk": False}),
 }
 
 
@@ -298,7 +298,7 @@ def final(job: L.Job) -> dict:
     probes = {}
     for head in ("sop", "nsp"):
         if head in job.heads and held.get("text") is not None and len(held["text"]) >= world.world_size:
-            size = job.settings.objectives.get(head, {}).get("max_tokens", 64)
+            size = job.settings.objectives.get(head, {}).get("max_tokens", run.seq_len)
             probes[head] = pair_probes(job.engine, held["text"], job.vocab, head, run, data, vcfg, world, size)
     retr = {}
     if held.get("pairs") is not None:

@@ -52,6 +52,7 @@ def rows_of(name: str, vocab, views, seq: int = 128, n: int = 6, **cfg) -> dict:
         cfg.setdefault("max_tokens", seq)  # whole examples in a row (their masks need them whole)
     obj = build(name, vocab, **cfg)
     exs = [obj(v, np.random.default_rng([0, 0, i])) for i, v in enumerate(views)]
+    exs = [x for e in exs for x in (e if isinstance(e, list) else [e])]  # glm: every window of a read
     return collate(pack([e for e in exs if e is not None], seq, vocab.pad_id)[:n])
 
 

@@ -90,11 +90,11 @@ PINS = {  # name -> (objective, settings, corpus, digest before the speed work)
     "glm": ("glm", {"all_windows": False}, "text", "e76681ddcec00ee1"),
     "glm_512": ("glm", {"max_tokens": 512, "rate": 0.3, "all_windows": False}, "text", "33900a8c8a4bfc81"),
     "glm_code": ("glm", {"max_tokens": 128, "all_windows": False}, "code", "c4d10738565a47b8"),
-    "nsp": ("nsp", {}, "text", "05f45873588fe5db"),
-    "nsp_same": ("nsp", {"negatives": "same_document", "max_tokens": 128}, "text", "f1df996647ef9e09"),
-    "nsp_no_mlm": ("nsp", {"mlm_rate": 0.0, "short_seq_prob": 0.5}, "text", "6dc60627c1bccdb6"),
-    "sop": ("sop", {}, "text", "934d8b9871eb08f2"),
-    "sop_256": ("sop", {"max_tokens": 256, "p_swap": 0.3}, "text", "47d950b53d93c5ab"),
+    "nsp": ("nsp", {"max_tokens": 64, "walk": False}, "text", "05f45873588fe5db"),
+    "nsp_same": ("nsp", {"negatives": "same_document", "max_tokens": 128, "walk": False}, "text", "f1df996647ef9e09"),
+    "nsp_no_mlm": ("nsp", {"mlm_rate": 0.0, "short_seq_prob": 0.5, "max_tokens": 64, "walk": False}, "text", "6dc60627c1bccdb6"),
+    "sop": ("sop", {"max_tokens": 64, "walk": False}, "text", "934d8b9871eb08f2"),
+    "sop_256": ("sop", {"max_tokens": 256, "p_swap": 0.3, "walk": False}, "text", "47d950b53d93c5ab"),
     "ident_mask": ("ident_mask", {}, "code", "e6d921c70496dc39"),
     "ident_mask_128": ("ident_mask", {"length": 128, "target_room": 32, "rate": 0.6}, "code", "6b15d1e814a6aa03"),
     "ident_mask_1": ("ident_mask", {"length": 160, "windows": 1, "target_room": 96}, "code", "73b361d7cb1e9326"),
@@ -126,7 +126,7 @@ def test_stream_rows_are_pinned(byte_tok, text_views, code_views):
     vocab = Vocab.from_tokenizer(byte_tok)
     code, text = open_views(views_to_table(code_views)), open_views(text_table(text_views))
     sources = [view_source(code, build("code_doc", vocab, max_tokens=128), "cd", salt=1),
-               view_source(text, build("nsp", vocab), "nsp", salt=2),
+               view_source(text, build("nsp", vocab, max_tokens=64, walk=False), "nsp", salt=2),
                view_source(code, build("glm", vocab, max_tokens=128, all_windows=False), "glm", salt=3)]
     stream = PackedStream(Mixture(sources, [1.0, 2.0, 1.0], seed=5), seq_len=128, pad_id=vocab.pad_id, buffer=8)
     rows = [next(stream) for _ in range(80)]

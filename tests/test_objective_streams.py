@@ -89,12 +89,16 @@ VARIANTS: dict[str, list[tuple[str, dict, dict]]] = {
             ("same_document_negatives_only", {"negatives": "same_document", "p_negative": 1.0},
              {"check": "nsp_all_1"}),
             ("no_mlm", {"mlm_rate": 0.0}, {"empty": ("mlm",)}),
-            ("walk", {"walk": True}, {}),
-            ("walk_same_document", {"walk": True, "negatives": "same_document"}, {})],
+            ("one_pair_per_read", {"walk": False}, {}),
+            ("walk_same_document", {"negatives": "same_document"}, {}),
+            ("short_pairs_grouped", {"max_tokens": 64}, {}),
+            ("short_pairs_one_example_each", {"max_tokens": 64, "group_tokens": 1}, {})],
     "sop": [("default", {}, {"fields": ("types",)}),
             ("always_swapped", {"p_swap": 1.0}, {"check": "sop_all_1"}),
             ("no_mlm", {"mlm_rate": 0.0}, {"empty": ("mlm",)}),
-            ("walk", {"walk": True}, {})],
+            ("one_pair_per_read", {"walk": False}, {}),
+            ("short_pairs_grouped", {"max_tokens": 64}, {}),
+            ("short_pairs_one_example_each", {"max_tokens": 64, "group_tokens": 1}, {})],
     "tlm": [("default", {}, {"fields": ("langs",)}),
             ("not_joint", {"joint": False}, {}),
             ("swapped", {"p_swap": 1.0}, {})],
@@ -189,6 +193,8 @@ ROW_SETTINGS = {
     "t5_span": {"length": SEQ},
     "ident_mask": {"length": SEQ, "target_room": 64},
     "code_doc": {"max_tokens": SEQ // 2},
+    "nsp": {"max_tokens": SEQ},  # BERT: pairs fill the row
+    "sop": {"max_tokens": SEQ},
 }
 
 # -- views ---------------------------------------------------------------------------------------

@@ -97,13 +97,13 @@ def test_golden_sop_for_a_fixed_seed(byte_tok):
     """Byte tokens (ASCII: one token per character): the sentences and the swap are readable."""
     v = build_text_view("g", "text", "One a. Two b. Three c. Four d.", byte_tok)
     vocab = Vocab.from_tokenizer(byte_tok)
-    ex = build("sop", vocab, mlm_rate=0.0, max_tokens=64)(v, np.random.default_rng(0))
+    ex = build("sop", vocab, mlm_rate=0.0, max_tokens=64, walk=False)(v, np.random.default_rng(0))
     a, b = _sides(ex, vocab)
     text = lambda ids: byte_tok.decode(ids.tolist())  # noqa: E731
     assert (text(a), text(b), ex.scalars) == (" Three c. Four d.", " Two b.", {"sop": 1})  # swapped
     assert ex.input_ids.tolist() == [2, 369, 200, 220, 230, 217, 217, 369, 215, 162, 369, 186, 227, 233, 230, 369,
                                      216, 162, 3, 369, 200, 235, 227, 369, 214, 162, 3]
-    nsp = build("nsp", vocab, mlm_rate=0.0, max_tokens=64, negatives="same_document")
+    nsp = build("nsp", vocab, mlm_rate=0.0, max_tokens=64, negatives="same_document", walk=False)
     got = [(text(x), text(y), e.scalars["nsp"]) for e in (nsp(v, np.random.default_rng(s)) for s in (0, 1, 3))
            for x, y in [_sides(e, vocab)]]
     # seeds 0, 1: same-document negatives a sentence apart (either side); seed 3: the true next
@@ -111,7 +111,7 @@ def test_golden_sop_for_a_fixed_seed(byte_tok):
 
 
 def test_sop_labels_are_half_and_swapped_pairs_are_really_swapped(docs, vocab):
-    obj = build("sop", vocab, mlm_rate=0.0)
+    obj = build("sop", vocab, mlm_rate=0.0, max_tokens=64, walk=False)
     labels = []
     for seed in range(1200):
         d = docs[seed % len(docs)]
@@ -142,7 +142,7 @@ def test_segments_are_whole_sentences_up_to_the_target(docs):
 
 
 def test_nsp_random_negatives_come_from_another_document(docs, vocab):
-    obj = build("nsp", vocab, mlm_rate=0.0)
+    obj = build("nsp", vocab, mlm_rate=0.0, max_tokens=64, walk=False)
     labels, other = [], 0
     for seed in range(1000):
         i = seed % len(docs)
@@ -169,7 +169,7 @@ def test_nsp_same_document_negatives_are_from_the_document_and_not_adjacent(docs
         (af, ae), (b0, b1) = same_document_negative(sents, (first, S.split_chunk(first, end, rng)), 125, rng)
         sb0, sb1 = int(np.flatnonzero(sents[:, 0] == b0)[0]), int(np.flatnonzero(sents[:, 1] == b1)[0]) + 1
         assert sb0 >= ae + 1 or sb1 <= af - 1, (af, ae, sb0, sb1)  # a whole sentence between A and B
-    obj = build("nsp", vocab, mlm_rate=0.0, negatives="same_document")
+    obj = build("nsp", vocab, mlm_rate=0.0, max_tokens=64, negatives="same_document", walk=False)
     labels = []
     for seed in range(1000):  # end to end: both segments are text of this document
         i = seed % len(docs)
@@ -181,10 +181,10 @@ def test_nsp_same_document_negatives_are_from_the_document_and_not_adjacent(docs
 
 
 def test_walk_pairs_cover_the_document_in_order_and_reuse_unused_sentences(docs, vocab):
-    """walk=True (BERT's loop over a document): SOP's pairs tile the document's sentences in order,
+    """walk (the default, BERT's loop over a document; one Example per pair here): SOP's pairs tile the document's sentences in order,
     each sentence once (but a lone last one); NSP's positives continue where the last chunk ended,
     a random-next chunk gives its B sentences back (the next A starts at them)."""
-    sop = build("sop", vocab, mlm_rate=0.0, p_swap=0.0, short_seq_prob=0.0, walk=True)
+    sop = build("sop", vocab, mlm_rate=0.0, p_swap=0.0, short_seq_prob=0.0, max_tokens=64, group_tokens=1)
     for i, d in enumerate(docs):
         exs = sop(d, np.random.default_rng([i, 0, i, 1]))
         sents, ids = np.asarray(d.sentences), np.asarray(d.input_ids)
@@ -200,14 +200,14 @@ def test_walk_pairs_cover_the_document_in_order_and_reuse_unused_sentences(docs,
             assert _find(span, a) >= 0 and _find(span, b) >= 0  # A and B from this chunk (truncated ends)
             if len(span) <= 64 - 3:
                 assert np.array_equal(np.r_[a, b], span)  # untruncated: the chunk itself, in order
-    nsp = build("nsp", vocab, mlm_rate=0.0, short_seq_prob=0.0, walk=True)
+    nsp = build("nsp", vocab, mlm_rate=0.0, short_seq_prob=0.0, max_tokens=64, group_tokens=1)
     n_pairs = {"walk": 0, "one": 0}
     for i, d in enumerate(docs):
         exs = nsp(d, np.random.default_rng([i, 0, i, 1]), _Ctx(docs, i))
         labels = [e.scalars["nsp"] for e in exs]
         assert 0 in labels and len(exs) >= 2
         n_pairs["walk"] += len(exs)
-    one = build("nsp", vocab, mlm_rate=0.0, short_seq_prob=0.0)
+    one = build("nsp", vocab, mlm_rate=0.0, short_seq_prob=0.0, max_tokens=64, walk=False)
     assert isinstance(one(docs[0], np.random.default_rng(0), _Ctx(docs, 0)), Example)
     assert n_pairs["walk"] > 3 * len(docs)
 
@@ -222,7 +222,7 @@ def test_short_documents_give_no_pair(byte_tok):
 
 
 def test_pair_mlm_never_masks_the_frame(docs, vocab):
-    obj = build("sop", vocab, mlm_rate=0.15)
+    obj = build("sop", vocab, mlm_rate=0.15, max_tokens=64, walk=False)
     sel = tot = 0
     for seed in range(300):
         ex = obj(docs[seed % len(docs)], np.random.default_rng(seed))
@@ -309,3 +309,37 @@ def test_one_document_per_row():
     rows = pack(exs, 16, 0, rows="document")
     assert len(rows) == 3 and all(r["segment_ids"].max() == 1 for r in rows)
     assert [len(d) for r in rows for d in unpack(r)] == [3, 4, 5]  # input order, one per row
+
+
+def test_render_pairs_equals_render_pair_and_keeps_each_pair_a_part():
+    """segments.render_pairs (a walk's pairs at once, grouped): without MLM each pair's part equals
+    render_pair's Example (tokens, types, label); groups never pass `group` tokens (a longer pair
+    alone); with MLM every pair gets exactly its select.budget of masked candidates, never a special
+    token."""
+    from codept.objectives import segments as S
+    from codept.objectives.render import Vocab
+    from codept.tokenizer import default_tokenizer_dir, load_tokenizer
+
+    vocab = Vocab.from_tokenizer(load_tokenizer(default_tokenizer_dir()))
+    g = np.random.default_rng(0)
+    pairs = [(g.integers(300, 900, int(n)).astype(np.int32), g.integers(300, 900, int(m)).astype(np.int32), int(y))
+             for n, m, y in zip(g.integers(1, 60, 40), g.integers(1, 60, 40), g.integers(0, 2, 40))]
+    for group in (1, 64, 130):
+        got = S.render_pairs(pairs, "sop", vocab, np.random.default_rng(1), group=group)
+        parts = []
+        for ex in got:
+            assert len(ex) <= group or ex.n_parts == 1
+            b = ex.part_bounds().tolist()
+            labels = ex.scalar_of_parts("sop")
+            parts += [(ex.input_ids[x:y], ex.types[x:y], lab) for x, y, lab in zip(b, b[1:], labels)]
+        assert len(parts) == len(pairs)
+        for (ids, types, lab), (a, b_, y) in zip(parts, pairs):
+            ref = S.render_pair(a, b_, y, "sop", vocab, np.random.default_rng(2))
+            assert (ids == ref.input_ids).all() and (types == ref.types).all() and lab == ref.scalars["sop"]
+    got = S.render_pairs(pairs, "nsp", vocab, np.random.default_rng(3), mlm_rate=0.15, group=1)
+    for ex, (a, b_, _) in zip(got, pairs):
+        n_cand = len(a) + len(b_)
+        n = int((ex.labels["mlm"] != -100).sum())
+        assert n in (int(0.15 * n_cand), int(0.15 * n_cand) + 1)
+        assert not vocab.is_special[ex.labels["mlm"][ex.labels["mlm"] != -100]].any()
+        assert (ex.labels["mlm"][[0, len(a) + 1, len(ex) - 1]] == -100).all()  # [CLS] and the [SEP]s

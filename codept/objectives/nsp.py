@@ -14,11 +14,17 @@
      third.
 4. Truncate A + B to the budget, render ``[CLS] A [SEP] B [SEP]`` (types 0/1, ``scalars["nsp"]``),
    MLM at ``mlm_rate``.
-5. ``walk=True`` (BERT's ``create_instances_from_document``): instead of one pair from a uniform
+5. ``walk`` (default) (BERT's ``create_instances_from_document``): instead of one pair from a uniform
    start, pairs chunk after chunk from sentence 0 to the end of the document (a list of examples);
    a chunk whose B came from elsewhere gives its unused sentences back to the next chunk, as BERT
    does. Every sentence then reaches a pair once per epoch (but a lone last sentence), and the cost
    of reading a view is shared by all its pairs.
+   Rendered at once (segments.render_pairs), consecutive pairs grouped into multi-part Examples of
+   at most ``group_tokens`` (default: ``max_tokens``) tokens, each pair its own part (segment and
+   label once packed). ``walk=False``: one pair from a uniform start per read.
+   Defaults are BERT's: ``max_tokens`` = the row (512 unless the recipe's row is shorter) and the
+   walk. The earlier CPU-sized default (64-token pairs, one per read) delivered 0.2-0.3x HF's list
+   collator's tokens/s: the cost is per pair, not per token (docs/benchmarks.md).
 Documents that cannot give a pair return None (the stream drops them; ``eligible`` says which):
 fewer than 2 sentences, and for ``same_document`` fewer than 3. ``random`` needs a Context with
 at least 2 documents (ValueError otherwise). Cost: O(T) per document (+ the partner's view read).
@@ -41,7 +47,7 @@ NEGATIVES = ("random", "same_document")
 
 @dataclass(frozen=True)
 class Config:
-    max_tokens: int = 64  # [CLS] A [SEP] B [SEP] at most this long (BERT: 512; CPU-sized here)
+    max_tokens: int = 512  # [CLS] A [SEP] B [SEP] at most this long (BERT / ALBERT: max_seq_length); recipes lower it to the row
     whole_in_row: ClassVar[bool] = True  # a split pair loses its frame: recipes check max_tokens <= seq_len
     short_seq_prob: float = 0.1
     p_negative: float = 0.5  # share of NotNext pairs (label 1)
@@ -49,10 +55,15 @@ class Config:
     mlm_rate: float = 0.15
     p_mask: float = 0.8
     p_random: float = 0.1
-    walk: bool = False  # True: pairs chunk after chunk through the whole document (BERT); False: one pair from a uniform start
+    walk: bool = True  # pairs chunk after chunk through the whole document (BERT); False: one pair from a uniform start per read
+    group_tokens: int = 0  # walk: consecutive pairs grouped into multi-part Examples of at most this many tokens (0 = max_tokens; 1 = one per pair)
+    default_row_share: ClassVar[float] = 1.0  # unless given, recipes set max_tokens = min(max_tokens, seq_len) (BERT: pairs fill the row)
 
     def __post_init__(self):
         S.check(self.max_tokens, self.short_seq_prob, self.mlm_rate)
+        if not 0 <= self.group_tokens <= self.max_tokens:
+            raise ValueError(f"group_tokens={self.group_tokens} must be in [0, max_tokens={self.max_tokens}] "
+                             "(a group never outgrows one pair's budget, so it fits the row; 0 = max_tokens)")
         if self.negatives not in NEGATIVES:
             raise ValueError(f"negatives={self.negatives!r}: expected one of {NEGATIVES}")
         if not 0.0 <= self.p_negative <= 1.0:
@@ -80,10 +91,13 @@ def same_document_negative(sents: np.ndarray, a: tuple[int, int], budget: int,
 
 
 def build(vocab: render.Vocab, cfg: Config = Config()):
+    mlm = (cfg.mlm_rate, cfg.p_mask, cfg.p_random)
+
     def pair(sents: np.ndarray, ids: np.ndarray, start: int | None, rng: np.random.Generator,
-             ctx) -> tuple[Example, int]:
-        """One pair from the chunk at ``start`` (None: a uniform start), and where the next chunk of
-        a walk starts: after the chunk, or at B's first sentence when B was not used (BERT)."""
+             ctx) -> tuple[tuple, int]:
+        """One pair (ids of A, ids of B, label) from the chunk at ``start`` (None: a uniform start), and
+        where the next chunk of a walk starts: after the chunk, or at B's first sentence when B was
+        not used (BERT)."""
         budget = S.target_length(cfg.max_tokens - 3, cfg.short_seq_prob, rng)
         if start is None:
             start = int(rng.integers(0, len(sents) - 1))
@@ -102,16 +116,16 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
             a = S.tokens_of(sents, first, b_first)
             b, other = random_document_segment(ctx, rng, max(1, budget - (a[1] - a[0])))
         a, b = S.truncate_pair(a, b, cfg.max_tokens - 3, rng)
-        return S.render_pair(ids[a[0]:a[1]], np.asarray(other)[b[0]:b[1]], int(negative), "nsp", vocab, rng,
-                             cfg.mlm_rate, cfg.p_mask, cfg.p_random), after
+        return (ids[a[0]:a[1]], np.asarray(other)[b[0]:b[1]], int(negative)), after
 
     def nsp(view, rng: np.random.Generator, ctx=None) -> Example | list[Example] | None:
         if not eligible(view, cfg.negatives):
             return None
         sents, ids = np.asarray(view.sentences), np.asarray(view.input_ids)
         if not cfg.walk:
-            return pair(sents, ids, None, rng, ctx)[0]
-        return S.walk(lambda start: pair(sents, ids, start, rng, ctx), len(sents))
+            return S.render_pair(*pair(sents, ids, None, rng, ctx)[0], "nsp", vocab, rng, *mlm)
+        return S.render_pairs(S.walk(lambda start: pair(sents, ids, start, rng, ctx), len(sents)), "nsp", vocab,
+                              rng, *mlm, group=cfg.group_tokens or cfg.max_tokens)
 
     return nsp
 
