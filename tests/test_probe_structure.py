@@ -92,6 +92,83 @@ def test_innermost_kind_and_control_labels():
     assert 0.35 < (S.control_labels(labels, many, np.ones(400, bool), 1) == labels).mean() < 0.65  # context gone
 
 
+def test_stratified_balance_on_arrays():
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 500)
+    strata = rng.integers(0, 12, 500)
+    idx = np.arange(0, 500, 2)  # a part: every other example
+    keep = S.stratified_balance(y, strata, idx, 10_000, seed=0)
+    assert set(keep) <= set(idx) and len(set(keep)) == len(keep)
+    for s in np.unique(strata[idx]):  # every stratum 50/50, as many as its rarer label allows
+        got = y[keep][strata[keep] == s]
+        want = min((y[idx][strata[idx] == s] == 1).sum(), (y[idx][strata[idx] == s] == 0).sum())
+        assert (got == 1).sum() == (got == 0).sum() == want
+    small = S.stratified_balance(y, strata, idx, 40, seed=0)  # capped: whole (positive, negative) couples
+    assert len(small) == 40 and y[small].sum() == 20
+    for s in np.unique(strata[small]):
+        assert y[small][strata[small] == s].mean() == 0.5
+    assert (S.stratified_balance(y, strata, idx, 40, seed=0) == small).all()  # seeded
+    assert (S.stratified_balance(y, strata, idx, 40, seed=1) != small).any()
+    assert len(S.stratified_balance(np.ones(6, np.int64), np.zeros(6, np.int64), np.arange(6), 10, 0)) == 0
+    assert S.distance_bucket(np.array([0, 1, 2, 3, 4, 7, 8, 255, 256])).tolist() == [0, 0, 1, 1, 2, 2, 3, 7, 8]
+
+
+def test_baselines_on_arrays():
+    types = np.repeat(np.arange(4), 10)
+    y = (types % 2).astype(np.int64)  # the type decides the label
+    fit, test = np.tile([True, False], 20), np.tile([False, True], 20)
+    assert S.name_only(y, types, fit, test) == 1.0
+    assert S.name_only(np.tile([0, 0, 1, 1], 10), types, fit, test) <= 0.6  # labels unrelated to the type: near chance
+    dist = np.where(y == 1, 3, 40)  # near pairs positive
+    assert S.distance_only(y, dist, fit, test) == 1.0
+    assert S.distance_only(1 - y, dist, fit, test) == 1.0  # either direction of the threshold
+    assert S.distance_only(np.tile([0, 0, 1, 1], 10), np.full(40, 5), fit, test) == 0.5
+
+
+def test_same_binding_pairs_on_real_stdlib_code():
+    """same_binding examples from real views: both occurrences have the same name text; positives bind one
+    variable, negatives two; every (name, distance bucket) of every part is 50/50, so the name-only and the
+    bucket-only predictors score exactly 0.5; the sample is a function of the seed."""
+    from codept.data.sources import stdlib_files
+    from codept.structure.view import build_view
+    from codept.tokenizer import default_tokenizer_dir, load_tokenizer
+
+    tok = load_tokenizer(default_tokenizer_dir())
+    paths = [p for p in sorted(stdlib_files(), key=lambda p: p.name) if 8_000 < p.stat().st_size < 30_000][:30]
+    views = [build_view(p.name, "python", p.read_text(encoding="utf-8"), tok) for p in paths]
+    cfg = S.StructureConfig(files=len(views), windows=2, max_train=4000, max_test=2000)
+    types: dict = {}
+    windows, where = [], []
+    for f, v in enumerate(views):
+        for w0 in (0, 254):
+            if len(v) - w0 >= 8:
+                windows.append(S.code_window(v, f, S.file_part(v.text), w0, min(w0 + 254, len(v)),
+                                             lambda s: types.setdefault(s, len(types))))
+                where.append((v, w0))
+    states = [[np.zeros((len(w.ids), 1), np.float32)] for w in windows]  # features are not looked at here
+    d = S.task_data("same_binding", windows, states, cfg)
+    assert d is not None and len(d["y"]) >= 100 and d["y"].mean() == 0.5
+    assert set(d["part"]) == {"fit", "dev", "test"}
+    for w, (v, w0) in zip(windows, where):  # every candidate pair, back to its view's identifiers
+        first = {int(r[0]) - w0: r for r in np.asarray(v.idents) if w0 <= r[0] < w0 + len(w.ids)}
+        a, b, lab, _ = w.pairs["same_binding"]
+        for i, j, y in zip(a.tolist(), b.tolist(), lab.tolist()):
+            ra, rb = first[i], first[j]
+            assert v.names[ra[2]] == v.names[rb[2]]  # the same name text, negatives included
+            assert (ra[4] == rb[4]) == bool(y) and ra[3] != 2 and rb[3] != 2  # label = same binding, both bound
+    strata = d["types"] * 64 + S.distance_bucket(d["dist"])
+    for p in ("fit", "dev", "test"):
+        m = d["part"] == p
+        for s in np.unique(strata[m]):
+            assert d["y"][m][strata[m] == s].mean() == 0.5
+    fit, test = d["part"] == "fit", d["part"] == "test"
+    assert S.name_only(d["y"], d["types"], fit, test) == 0.5
+    again = S.task_data("same_binding", windows, states, cfg)
+    assert (again["y"] == d["y"]).all() and (again["dist"] == d["dist"]).all()
+    other = S.task_data("same_binding", windows, states, S.StructureConfig(files=len(views), windows=2, seed=1))
+    assert len(other["y"]) == len(d["y"]) and not (other["dist"] == d["dist"]).all()  # another seed, other pairs
+
+
 def test_file_bootstrap():
     files = np.repeat(np.arange(10), 20)
     assert S.file_bootstrap(np.ones(200), files, 100, 0) == 0.0
@@ -137,10 +214,12 @@ def test_minilm_and_its_random_twin_on_real_files(minilm_probe):
             t = res["tasks"][task]
             assert "acc" in t, (task, t)
             assert len(t["layers"]) == 7 and 0 <= t["layer"] <= 6
-            assert t["n"]["test"] > 0 and t["test_files"] >= 5
+            assert t["n"]["test"] > 0 and (t["test_files"] >= 5 or task in S.STRATIFIED)  # few pairs at this size
             assert t["acc_se"] > 0 and abs(t["selectivity"] - (t["acc"] - t["control"])) < 1e-12
         for task in S.PAIR_TASKS:  # balanced
             assert res["tasks"][task]["majority"] == pytest.approx(0.5, abs=0.02)
+            assert 0 <= res["tasks"][task]["distance_only"] <= 1
+        assert res["tasks"]["same_binding"]["name_only"] == 0.5  # balanced within each name
     # the real encoder's states tell node kinds apart better than the majority class
     assert r["tasks"]["node_kind"]["acc"] > r["tasks"]["node_kind"]["majority"] + 0.1
     assert S.scalars(r)["structure/node_kind/acc"] == r["tasks"]["node_kind"]["acc"]
@@ -163,6 +242,12 @@ def test_cli_on_a_codept_checkpoint(tmp_path, capsys):
     res = json.loads((out / "results.json").read_text())
     assert res["model"]["kind"] == "codept" and res["harness"] == S.HARNESS
     assert (out / "results.png").is_file() and "| node_kind |" in (out / "results.md").read_text()
+    code = cli.main(["probe", "structure", "--model", str(run), "--source", str(lib), "--files", "8", "--window", "128",
+                     "--max-train", "200", "--max-test", "100", "--iters", "5", "--boot", "10", "--tasks", "def_use",
+                     "--out", str(tmp_path / "one")])
+    assert code == 0 and list(json.loads((tmp_path / "one" / "results.json").read_text())["tasks"]) == ["def_use"]
+    assert cli.main(["probe", "structure", "--model", str(run), "--tasks", "scope"]) == 2
+    assert "task 'scope': unknown" in capsys.readouterr().err
     assert cli.main(["probe", "structure", "--model", str(tmp_path / "nope")]) == 2
     assert "no such folder" in capsys.readouterr().err
     assert cli.main(["probe", "structure", "--model", "random"]) == 2
