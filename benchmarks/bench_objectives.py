@@ -21,11 +21,10 @@ Every contender gets the settings the recipes give it at rows of --seq (codept.t
 as codept.train.loop.configure does for a whole-in-row objective: ident_mask's ``length`` and t5_span's
 lowered to the row, code_doc's group budget to half of it); before, at rows of 256 the bench split
 ident_mask's 512-token examples, which a recipe refuses. Extra contenders (``EXTRA``): ``code_doc
-pairs=1`` (the single-pair path, issue 28.4), and ``<name> row`` for nsp, sop and glm: the same objective
-with its example budget ``max_tokens`` = the row (BERT / ALBERT / GLM: pairs and blanks fill
-max_seq_length; the defaults are CPU-sized: 64 for nsp/sop, 256 for glm), to tell a fixed cost per
-example from a cost per token; ``<name> walk`` (and ``walk row``) for nsp and sop: pairs chunk after
-chunk through the whole document (BERT's loop), not one pair per document read.
+pairs=1`` (the single-pair path, issue 28.4); ``nsp 64 one`` / ``sop 64 one``: the defaults before
+issue 28.4 (pairs of 64 tokens, one per read; the defaults now walk the document with pairs that fill
+the row, BERT's); ``nsp 64 walk`` / ``sop 64 walk``: short pairs walked and grouped; ``glm one``: one
+window per read (the default now serves every window).
 An objective whose views the run has none of (pairs for ``tlm``) is listed as skipped with why.
 Tokens/s counts delivered (non-padding) tokens of the collated batches; a codept stream runs to the end
 of a packing buffer (whole buffers, as training consumes them). The verdict lines give each
@@ -88,15 +87,13 @@ def trimmed_offsets(view) -> np.ndarray:
     return np.stack([start, off[:, 1]], axis=1)
 
 
-EXTRA = [  # (label, objective, settings): "row" = the row length (--seq)
+EXTRA = [  # (label, objective, settings; "row" = the row length, --seq)
     ("code_doc pairs=1", "code_doc", {"pairs": 1}),
-    ("nsp row", "nsp", {"max_tokens": "row"}),
-    ("sop row", "sop", {"max_tokens": "row"}),
-    ("nsp walk", "nsp", {"walk": True}),
-    ("sop walk", "sop", {"walk": True}),
-    ("nsp walk row", "nsp", {"walk": True, "max_tokens": "row"}),
-    ("sop walk row", "sop", {"walk": True, "max_tokens": "row"}),
-    ("glm row", "glm", {"max_tokens": "row"}),
+    ("nsp 64 one", "nsp", {"max_tokens": 64, "walk": False}),  # the defaults before issue 28.4
+    ("sop 64 one", "sop", {"max_tokens": 64, "walk": False}),
+    ("nsp 64 walk", "nsp", {"max_tokens": 64}),  # short pairs, walked and grouped
+    ("sop 64 walk", "sop", {"max_tokens": 64}),
+    ("glm one", "glm", {"all_windows": False}),  # one window per read (the default before issue 28.4)
 ]
 
 
