@@ -19,12 +19,8 @@
    a chunk whose B came from elsewhere gives its unused sentences back to the next chunk, as BERT
    does. Every sentence then reaches a pair once per epoch (but a lone last sentence), and the cost
    of reading a view is shared by all its pairs.
-   Rendered at once (segments.render_pairs), consecutive pairs grouped into multi-part Examples of
-   at most ``group_tokens`` (default: ``max_tokens``) tokens, each pair its own part (segment and
-   label once packed). ``walk=False``: one pair from a uniform start per read.
-   Defaults are BERT's: ``max_tokens`` = the row (512 unless the recipe's row is shorter) and the
-   walk. The earlier CPU-sized default (64-token pairs, one per read) delivered 0.2-0.3x HF's list
-   collator's tokens/s: the cost is per pair, not per token (docs/benchmarks.md).
+   Rendering, grouping and the defaults (BERT's: walked, pairs of the row): codept.objectives.segments,
+   steps 7-8. ``walk=False``: one pair from a uniform start per read.
 Documents that cannot give a pair return None (the stream drops them; ``eligible`` says which):
 fewer than 2 sentences, and for ``same_document`` fewer than 3. ``random`` needs a Context with
 at least 2 documents (ValueError otherwise). Cost: O(T) per document (+ the partner's view read).

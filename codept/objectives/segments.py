@@ -22,6 +22,10 @@ ranges that tile the document):
    loop over a document), each pair saying where the next chunk starts; ``render_pairs`` renders all
    pairs of the walk at once and groups consecutive pairs into multi-part Examples (each pair a
    part: its own segment and label once packed).
+8. Defaults of nsp / sop (BERT's and ALBERT's data): the document walked, ``max_tokens`` = the row
+   (512 unless the recipe's row is shorter), groups of at most ``group_tokens`` (0: ``max_tokens``)
+   tokens. The earlier CPU-sized default (64-token pairs, one per read) delivered 0.2-0.3x HF's list
+   collator's tokens/s: the cost is per pair, not per token (docs/benchmarks.md).
 Segments are token ranges ``(start, end)`` into the document; nothing is copied until rendering.
 All draws come from the caller's rng (the stream's (seed, epoch, index) generator).
 Cost: O(sentences) to build a chunk, O(T) to render. Not covered: BERT's reuse of the sentences

@@ -13,12 +13,8 @@
 5. ``walk`` (default): pairs chunk after chunk from sentence 0 to the end of the document (a list of
    examples; ALBERT's data builder, BERT's): every sentence reaches a pair once per epoch, but a
    lone last sentence, and the cost of reading a view is shared by all its pairs.
-   Rendered at once (segments.render_pairs), consecutive pairs grouped into multi-part Examples of
-   at most ``group_tokens`` (default: ``max_tokens``) tokens, each pair its own part (segment and
-   label once packed). ``walk=False``: one pair from a uniform start per read.
-   Defaults are BERT's: ``max_tokens`` = the row (512 unless the recipe's row is shorter) and the
-   walk. The earlier CPU-sized default (64-token pairs, one per read) delivered 0.2-0.3x HF's list
-   collator's tokens/s: the cost is per pair, not per token (docs/benchmarks.md).
+   Rendering, grouping and the defaults (BERT's: walked, pairs of the row): codept.objectives.segments,
+   steps 7-8. ``walk=False``: one pair from a uniform start per read.
 A document with fewer than 2 sentences has no order to predict: the objective returns None for it
 (the stream drops it; ``eligible(view)`` says which documents count, and the recipe reports the
 number). Cost: O(T) per document. Not covered: ALBERT's n-gram masking (the masking issue).
