@@ -60,6 +60,7 @@ VARIANTS: dict[str, list[tuple[str, dict, dict]]] = {
     "code_doc": [("default", {}, {}),
                  ("doc_raw", {"doc": "raw"}, {}),
                  ("hard_negatives", {"hard_negatives": True}, {"check": "unmatched_parts", "long": True}),
+                 ("same_file", {"negatives": "same_file"}, {"check": "unmatched_parts", "long": True}),
                  ("pairs_1", {"pairs": 1}, {}),
                  ("pairs_1_hard_negatives", {"pairs": 1, "hard_negatives": True},
                   {"check": "unmatched_parts", "long": True}),
@@ -174,10 +175,14 @@ NOT_PATH = {
     ("code_doc", "temperature_schedule"): "a loss setting of the contrastive head (as symmetric)",
     ("code_doc", "matryoshka"): "a loss setting of the contrastive head (as symmetric)",
     ("code_doc", "grad_cache"): "how the head computes the same loss (as symmetric)",
+    # negatives="mined" needs a mined sidecar beside a prepared folder: tests/test_mined_negatives.py
+    # runs it (and `miner`, which names the sidecar) through the stream and the contrastive head
+    ("code_doc", "miner"): "names the sidecar of negatives='mined' (tests/test_mined_negatives.py)",
 }
 
 # (objective, string field) -> its allowed values: every one must be used by a variant
 CHOICES = {
+    ("code_doc", "negatives"): ("none", "same_file"),  # "mined": tests/test_mined_negatives.py (needs a sidecar)
     ("code_doc", "doc"): code_doc.DOC_MODES,
     ("ar", "schedule"): ar.SCHEDULES,
     ("nsp", "negatives"): nsp.NEGATIVES,
