@@ -56,7 +56,8 @@ def _files(folder: Path) -> dict[str, str]:
 def test_prepare_on_ray_equals_the_local_build_byte_for_byte(corpus, tok_dir, tmp_path, capsys):
     from codept.cli import main
 
-    args = [str(corpus), "--tokenizer", str(tok_dir), "--workers", "2", "--near-dedup", "0.8", "--max-bytes", "50000000"]
+    args = [str(corpus), "--tokenizer", str(tok_dir), "--workers", "2", "--near-dedup", "0.8", "--max-bytes", "50000000",
+            "--timeout", "300"]  # a loaded host must not turn a slow file into a skip in one build only
     assert main(["prepare", *args, "--out", str(tmp_path / "local")]) == 0
     assert main(["prepare", *args, "--out", str(tmp_path / "ray"), "--executor", "ray"]) == 0
     out = capsys.readouterr().out
