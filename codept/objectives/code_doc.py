@@ -243,25 +243,10 @@ class _Unit:
         return sum(len(x) for x in self.sides)
 
 
-def _group_sizes(lens: list[int], max_tokens: int) -> list[int]:
-    """Sizes of the groups of consecutive units of lengths `lens`, at most `max_tokens` tokens each
-    (a longer unit alone); 0 = one each."""
-    if max_tokens == 0:
-        return [1] * len(lens)
-    out, size, n = [], 0, 0
-    for x in lens:
-        if size and n + x > max_tokens:
-            out.append(size)
-            size, n = 0, 0
-        size += 1
-        n += x
-    return out + [size] if size else out
-
-
 def _groups(units: list[_Unit], max_tokens: int) -> list[list[_Unit]]:
     """Consecutive units in groups of at most `max_tokens` tokens (a longer unit alone); 0 = one each."""
     out, j = [], 0
-    for g in _group_sizes([len(u) for u in units], max_tokens):
+    for g in render.group_sizes([len(u) for u in units], max_tokens):
         out.append(units[j: j + g])
         j += g
     return out
@@ -393,7 +378,7 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         tokens = ids[np.where(v < k, summ[np.minimum(v, k - 1), 1], v - k)].astype(np.int32, copy=False)
         prefix = np.ones(total, dtype=bool)
         side_len = np.stack([doc, head + tail], axis=1).ravel()
-        groups = _group_sizes(lens, cfg.max_tokens)
+        groups = render.group_sizes(lens, cfg.max_tokens)
         first = np.repeat(np.cumsum([0, *groups[:-1]]) * 2, [2 * g for g in groups])  # first side of its group
         parts = np.repeat((np.arange(len(side_len)) - first).astype(np.int32), side_len)
         keys = [x for pid in pids for x in (2 * pid, 2 * pid + 1)]

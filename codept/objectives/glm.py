@@ -19,8 +19,8 @@
    sees all of A through A's prefix); positions = the position of the span's [MASK] in A, block
    positions 1 .. n + 1. The model needs ``block_positions=True`` (its second position table).
 Cost: O(T) NumPy per read, about 30 array operations whatever the number of windows (per window
-only its Example); the one-window path costs ~25 Python/NumPy steps per span. Not covered: GLM's document- and sentence-level span objectives (one long span),
-multi-task mixing of span lengths.
+only its Example); the one-window path costs ~25 Python/NumPy steps per span. Not covered: GLM's
+document- and sentence-level span objectives (one long span), multi-task mixing of span lengths.
 """
 
 from __future__ import annotations
@@ -104,6 +104,15 @@ def render_blanks(ids: np.ndarray, spans: np.ndarray, order: np.ndarray, vocab: 
     )
 
 
+def _clean(cand: np.ndarray, st: np.ndarray, en: np.ndarray) -> np.ndarray | None:
+    """Which spans [st, en) hold no special token (``cand`` False); None when the tokens hold none
+    (the usual case: every span is kept)."""
+    if cand.all():
+        return None
+    bad = np.concatenate([[0], np.cumsum(~cand)])
+    return bad[en] == bad[st]
+
+
 def _excl(x: np.ndarray, groups: np.ndarray, n: int) -> np.ndarray:
     """Exclusive cumulative sum of x within consecutive groups (``groups`` non-decreasing, in [0, n))."""
     c = np.cumsum(x)
@@ -183,10 +192,8 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
             first = int(rng.integers(1, width + 1))  # the phase: the first window's length
             starts = np.array([0, *range(first, len(ids), width)], np.int64)
             st, en, win, order = sample_windows(starts, len(ids), cfg.rate, cfg.mean_span, rng)
-            cand = vocab.candidates(ids)
-            if not cand.all():  # no special token inside a span
-                bad = np.concatenate([[0], np.cumsum(~cand)])
-                ok = bad[en] == bad[st]
+            ok = _clean(vocab.candidates(ids), st, en)
+            if ok is not None:
                 rank = np.cumsum(ok) - 1  # a kept span's index among the kept
                 order = rank[order[ok[order]]]
                 st, en, win = st[ok], en[ok], win[ok]
@@ -195,10 +202,9 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         ids = ids[start:start + width]
         lengths = span_lengths(select.budget(len(ids), cfg.rate, rng), cfg.mean_span, rng)
         spans = place(lengths, len(ids), rng)
-        cand = vocab.candidates(ids)
-        if not cand.all():  # (a window without special tokens, the usual case, keeps every span)
-            bad = np.concatenate([[0], np.cumsum(~cand)])
-            spans = spans[bad[spans[:, 1]] == bad[spans[:, 0]]]  # no special token inside a span
+        ok = _clean(vocab.candidates(ids), spans[:, 0], spans[:, 1])
+        if ok is not None:
+            spans = spans[ok]
         return render_blanks(ids, spans, rng.permutation(len(spans)), vocab)
 
     return glm

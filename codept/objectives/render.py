@@ -210,3 +210,19 @@ def t5_sentinels(ids: np.ndarray, noise: np.ndarray, vocab: Vocab) -> tuple[np.n
     if eos is not None:
         targets[-1] = eos
     return inputs, targets
+
+
+def group_sizes(lens: list[int], max_tokens: int) -> list[int]:
+    """Sizes of the groups of consecutive units of lengths `lens`, at most `max_tokens` tokens each
+    (a longer unit alone); 0 = one each. code_doc's pairs and nsp / sop's walked pairs group by it
+    into multi-part Examples."""
+    if max_tokens == 0:
+        return [1] * len(lens)
+    out, size, n = [], 0, 0
+    for x in lens:
+        if size and n + x > max_tokens:
+            out.append(size)
+            size, n = 0, 0
+        size += 1
+        n += x
+    return out + [size] if size else out

@@ -85,18 +85,13 @@ def truncate_pair(a: tuple[int, int], b: tuple[int, int], budget: int,
     len(a) + len(b) <= budget. Both sides keep at least one token when budget >= 2."""
     (a0, a1), (b0, b1) = a, b
     excess = (a1 - a0) + (b1 - b0) - budget
-    if excess > 8:  # the loop's draws and trims at once (one draw per trimmed token, in its order)
-        front, on_a = rng.random(excess) < 0.5, _trim_sides(a1 - a0, b1 - b0, excess)
-        fa, fb = int((front & on_a).sum()), int((front & ~on_a).sum())
-        na = int(on_a.sum())
-        return (a0 + fa, a1 - (na - fa)), (b0 + fb, b1 - (excess - na - fb))
-    while (a1 - a0) + (b1 - b0) > budget:
-        front = rng.random() < 0.5
-        if a1 - a0 > b1 - b0:
-            a0, a1 = (a0 + 1, a1) if front else (a0, a1 - 1)
-        else:
-            b0, b1 = (b0 + 1, b1) if front else (b0, b1 - 1)
-    return (a0, a1), (b0, b1)
+    if excess <= 0:
+        return (a0, a1), (b0, b1)
+    # one draw per trimmed token, in the order a loop trimming one token at a time would make them
+    front, on_a = rng.random(excess) < 0.5, _trim_sides(a1 - a0, b1 - b0, excess)
+    fa, fb = int((front & on_a).sum()), int((front & ~on_a).sum())
+    na = int(on_a.sum())
+    return (a0 + fa, a1 - (na - fa)), (b0 + fb, b1 - (excess - na - fb))
 
 
 def _trim_sides(la: int, lb: int, steps: int) -> np.ndarray:
@@ -158,14 +153,8 @@ def render_pairs(pairs: list[tuple[np.ndarray, np.ndarray, int]], name: str, voc
         chosen[cand[srt][rank < k[owner[srt]]]] = True
         ids, labels["mlm"] = render.bert_80_10_10(ids, render.tokens_as_units(chosen), vocab, rng, p_mask, p_random)
     bounds = np.concatenate([[0], np.cumsum(lens)]).tolist()
-    groups, first, used = [], 0, 0
-    for i, n in enumerate(lens.tolist()):  # consecutive pairs while they fit `group`
-        if i > first and (not group or used + n > group):
-            groups.append((first, i))
-            first, used = i, 0
-        used += n
-    if pairs:
-        groups.append((first, len(pairs)))
+    ends = np.cumsum(render.group_sizes(lens.tolist(), group)).tolist()
+    groups = list(zip([0, *ends[:-1]], ends))
     out = []
     for g0, g1 in groups:
         a, b = bounds[g0], bounds[g1]
