@@ -8,7 +8,7 @@ one run per SPEC (``"MIXTURE [key=value ...]"`` as in recipes/ablate.py; with no
 of REGIMES: mlm, ar, unilm, glm, plm, electra on ``@text``). Their held-out losses answer different
 targets (masked tokens, next tokens, blanks, permuted tails, replaced tokens) and are not comparable
 across rows, so every run's encoder is also scored by one probe that reads only the encoder
-(:func:`doc_probe`): held-out continuation retrieval. Each held-out document (``val.holdout`` by path
+(:func:`doc_probe`): held-out continuation retrieval. Each held-out document (``val.holdout`` by content
 hash, never trained on) of >= 2 * MIN_HALF tokens gives a pair: its first ``2 * half`` tokens
 (``half`` <= MAX_HALF) cut in two; the first half's mean-pooled final states must retrieve the second
 half among every pair's second half (pool = the eligible held-out documents; MRR; chance ~ H(n) / n).

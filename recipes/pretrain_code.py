@@ -244,7 +244,7 @@ def init_dir(preset: str, given: str) -> Path | None:
 def corpora(job: L.Job) -> L.Corpora:
     """Rank 0 prepares the code views (cached by content hash) and builds the probes, then the others
     find them; the in-domain probe's held-out files are the code validation views; text / pair views
-    of `codept prepare-text`, held out by path hash (val.holdout)."""
+    of `codept prepare-text`, held out by content hash (val.holdout)."""
     from codept.data.sources import stdlib_files
     from codept.views import open_views
     from codept.prepare import load_views, prepare
@@ -275,7 +275,7 @@ def corpora(job: L.Job) -> L.Corpora:
         views, held = views.select(train_idx), views.select(held_idx)
     train, held = {"code": views}, {"code": held}
     text_used = [c for c in L.corpora_used(job.mixture) if c in ("text", "pairs")]
-    if text_used:  # text / pair views of `codept prepare-text`, held out by path hash (val.holdout)
+    if text_used:  # text / pair views of `codept prepare-text`, held out by content hash (val.holdout)
         text_dir = _prepare_text(data.text, tok_dir, is_main)
         for name in text_used:
             train[name], held[name] = open_views(text_dir, kind=CORPORA[name]).split(vcfg.holdout)

@@ -15,7 +15,7 @@ is this recipe's own:
    corpus (codept.text.corpora.tokenizer_for), or takes a model's with ``--init-from DIR``, or your own
    (``data.tokenizer=DIR``, e.g. of ``codept tokenizer train``).
 2. prepare-text on rank 0 (cached by content hash), the others find the finished folder; held-out
-   documents / pairs by path hash (``val.holdout``, codept.views.Views.split), never trained on.
+   documents / pairs by content hash (``val.holdout``, codept.views.Views.split), never trained on.
 3. Document strategies (``data.long``, ``data.rows``, ``data.shuffle_sentences``): documents longer
    than seq_len split, truncated or covered by sliding windows (``stride:S``, overlap counted in the
    summary); rows packed across documents (per-document attention) or one document per row;
@@ -116,7 +116,7 @@ def tlm_cpu():
             DataConfig(corpus="tlm", mixture="mlm@text:1,tlm@pairs:16", retrieval_pool=1000))
 
 
-# held-out: 20% of the documents / pairs by path hash; 128 rows per rank (~150 SOP pairs per rank:
+# held-out: 20% of the documents / pairs by content hash; 128 rows per rank (~150 SOP pairs per rank:
 # a standard error of ~0.03 on the accuracy over both ranks)
 VAL = L.ValConfig(holdout=0.2, rows=128, every=100)
 PRESETS = {"english_cpu": english_cpu, "chinese_cpu": chinese_cpu, "tlm_cpu": tlm_cpu}
@@ -276,7 +276,7 @@ def pair_probes(engine, held_text, vocab, head: str, run: RunConfig, data: DataC
 
 def corpora(job: L.Job) -> L.Corpora:
     """The corpus's tokenizer and prepare-text views (rank 0 first); held-out documents / pairs by
-    path hash (val.holdout); the document strategies of data.*."""
+    content hash (val.holdout); the document strategies of data.*."""
     from codept.views import open_views
 
     data, vcfg, run = job.section("data"), job.section("val"), job.run

@@ -6,7 +6,7 @@ For each run folder: rebuild the model from the preset's shape with the run's ov
 (``summary.json``: preset, overrides, vocab), load the weights of the checkpoint ``latest`` names
 (DeepSpeed's ``mp_rank_00_model_states.pt``), open the run's held-out pairs (its prepare-text folder:
 ``--views``, the summary's ``views``, else found by preparing again (cached); the held-out split is
-by path hash, ``val.holdout``, so a pair is held out in every folder that holds it) and score
+by content hash, ``val.holdout``, so a pair is held out in every folder that holds it) and score
 retrieval with codept.text.retrieval.retrieval (its docstring: pools, raw and per-language centered
 cosine, BM25 over the same tokens, ties):
   mixed        one pool of ``pool`` pairs of all target languages (the recipe's summary metric)

@@ -423,7 +423,7 @@ def _docstring_corpus(folder: Path, n: int = 60) -> Path:
 @pytest.mark.slow
 def test_mlm_streams_from_prepared_text_views_with_falling_validation_loss(tmp_path):
     """Text views of `codept prepare-text` stream into the code recipe's loop next to code views:
-    mlm on both corpora, held-out text documents (path hash) in the validation rows."""
+    mlm on both corpora, held-out text documents (content hash) in the validation rows."""
     text = _docstring_corpus(tmp_path / "txt")
     out = tmp_path / "run"
     stdout = recipe(out, "steps=12", "val.every=4", "val.holdout=0.2", "save_every=0", "probe.every=0",

@@ -34,7 +34,7 @@ def trace_folder(path, n_sources=6):
 def test_every_kind_declares_its_schema_once():
     for kind in KINDS:
         cls = view_class(kind)
-        assert cls.KIND == kind and cls.KEY in cls.SCHEMA.names
+        assert cls.KIND == kind and cls.KEY in cls.SCHEMA.names and cls.SPLIT in cls.SCHEMA.names
         assert set(cls.ARRAYS) <= set(cls.SCHEMA.names) and set(cls.DERIVED) <= set(cls.ARRAYS)
     with pytest.raises(ValueError, match="kind='graph': expected one of"):
         view_class("graph")
@@ -59,6 +59,29 @@ def test_trace_folder_opens_as_views_with_the_runs_tokenizer(tmp_path, byte_tok)
     assert back.schema == X.TraceView.SCHEMA and open_views(back)[3].id == eager[3].id
     with pytest.raises(ValueError, match="holds trace views, not code"):
         open_views(back, kind="code")
+
+
+def test_held_out_split_is_by_content_wherever_the_corpus_lies(small_tok):
+    """The same stdlib docstrings under two folders (CI's tmp folder vs a user's) hold out the same
+    documents; a duplicate lands with its twin; select() keeps each view's side."""
+    import ast
+
+    from codept.text.build import build_text_view
+
+    docs = [d for d in (ast.get_docstring(ast.parse(p.read_bytes())) for p in stdlib_files()[:150]) if d][:60]
+    docs.append(docs[0])  # a duplicate under another name
+
+    def split(root: str):
+        views = [build_text_view(f"{root}/doc{i}.txt", "en", d, small_tok) for i, d in enumerate(docs)]
+        kept, held = open_views(to_table(views)).split(0.3)
+        return [v.text for v in kept], [v.text for v in held]
+
+    a, b = split("/tmp/pytest-of-root/pytest-52/t0/txt"), split("/home/user/corpus")
+    assert a == b and 5 < len(a[1]) < 35 and len(a[0]) + len(a[1]) == len(docs)
+    assert (docs[0] in a[1]) == (a[1].count(docs[0]) == 2)  # both copies on one side
+    views = open_views(to_table([build_text_view(f"x{i}", "en", d, small_tok) for i, d in enumerate(docs)]))
+    sub = views.select(np.arange(len(docs))[::-1])
+    assert sorted(v.text for v in sub.split(0.3)[1]) == sorted(a[1])
 
 
 def test_columns_reads_only_the_fields_named(small_tok):

@@ -6,7 +6,9 @@ codept.exec.views.TraceView) carries its own schema, written once in its module:
   KIND    its name in codept.views.KINDS ("code", "text", "pair", "trace");
   ARRAYS  array field -> (dtype, width; 0 = 1-D), stored as flat ``list<int>`` columns;
   SCHEMA  the Arrow schema of its rows (every column, in order);
-  KEY     the string column a held-out split hashes (a file path; a trace's source module);
+  KEY     the string column naming a view (a file path; a trace's source module): ``ctx.find``;
+  SPLIT   the string column whose bytes a held-out split hashes (the text: never the path, which
+          names the machine's folders, so the split is the same wherever the corpus lies);
   DERIVED array columns an older table may lack, computed per view by ``cls.derive(name, get)``.
 codept.views reads the rows back as NumPy without Python lists. Cost: tokenize is the tokenizer's
 own cost plus one NumPy copy of the ids and offsets; to_table one Python pass over the views.

@@ -55,6 +55,7 @@ class TraceView:
     # the schema, written once (codept.data.viewrows): what codept.views reads and to_table writes
     KIND = "trace"
     KEY = "source"  # held-out splits by source module: a module never straddles them (split_by_source)
+    SPLIT = "source"
     ARRAYS = {"input_ids": (np.int32, 0), "line_labels": (np.int32, 0), "trace_ids": (np.int32, 0),
               "value_units": (np.int64, 2)}
     SCHEMA = pa.schema([("id", pa.string()), ("source", pa.string()), ("code", pa.large_string()),

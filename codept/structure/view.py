@@ -105,6 +105,7 @@ class CodeView(TokenText):
     # the schema, written once (codept.data.viewrows): what codept.views reads and to_table writes
     KIND = "code"
     KEY = "path"
+    SPLIT = "text"  # held out by content, like the probe split (codept.probe.split)
     ARRAYS = _ARRAYS
     SCHEMA = ARROW_SCHEMA
     DERIVED = ("summaries",)  # tables written before the field existed lack it: derive() per view

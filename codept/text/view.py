@@ -75,6 +75,7 @@ class TextView(TokenText):
     # the schema, written once (codept.data.viewrows): what codept.views reads and to_table writes
     KIND = "text"
     KEY = "path"
+    SPLIT = "text"  # held out by content: the same split wherever the corpus lies, duplicates together
     ARRAYS = _ARRAYS
     SCHEMA = TEXT_ARROW_SCHEMA
     DERIVED = ()
@@ -161,6 +162,7 @@ class PairView:
     # the schema: each side a TextView's columns prefixed src_ / tgt_, one path (codept.data.viewrows)
     KIND = "pair"
     KEY = "path"
+    SPLIT = "src_text"  # held out by the source side: a source sentence never straddles the split
     SIDES = ("src", "tgt")
     ARRAYS = {f"{side}_{k}": w for side in SIDES for k, w in _ARRAYS.items()}
     SCHEMA = PAIR_ARROW_SCHEMA

@@ -93,7 +93,7 @@ class ValConfig:
     every: int = 50  # optimizer steps between validations (0 = only at the end)
     rows: int = 32  # packed held-out rows per rank, built once (micro-batches of micro_batch_rows)
     seed: int = 1234  # seed of the validation stream: fixed, so runs of different seeds see the same rows
-    holdout: float = 0.1  # share of a text corpus's documents held out (by path hash, codept.views.Views.split);
+    holdout: float = 0.1  # share of a text corpus's documents held out (by content hash, codept.views.Views.split);
     #                       code corpora use the probe split (probe.holdout)
 
     def __post_init__(self):
