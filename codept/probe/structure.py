@@ -12,18 +12,24 @@ each other:
                 variable (codept.structure.resolve)? Bilinear probe over the two first-token states.
                 Sampled so that neither the name nor the distance answers (see below).
   dataflow_edge pairs (use u, definition d) of the same name in a window: does u read d (a
-                comesFrom edge of codept.structure.dataflow)? Bilinear probe.
+                comesFrom edge of codept.structure.dataflow)? Bilinear probe. Sampled so that
+                neither the name, the distance nor the direction (d before or after u) answers.
   word_boundary (text views) per token: does it start a word (TextView.words)? Logistic probe.
 Pair tasks are balanced to 50/50 by seeded subsampling (train and test alike); node_kind is not
-(the table gives its majority-class rate). same_binding is balanced WITHIN each stratum (name, log2
-token distance) of each part (:func:`stratified_balance`): every name and every distance bucket has as
-many same-variable pairs as different-variable pairs, so a probe that knows only the name (or only the
-distance bucket) scores 0.5; what is left is whether the two occurrences share a scope. (A balance
-over all pairs, the first version of this task, let the name answer: on networkx a per-name majority
-predictor scored 0.752 on test, above MiniLM's 0.743, and a distance stump 0.67-0.81.) Baselines in
-every task's result: ``majority``; ``name_only`` (the fit examples' majority label per type, the
-overall one for unseen types); pair tasks also ``distance_only`` (the best threshold on the token
-distance, chosen on fit). dataflow_edge keeps the plain balance: its distance baseline is reported.
+(the table gives its majority-class rate). The pair tasks (STRATIFIED) are balanced WITHIN each stratum
+(name, direction, log2 token distance) of each part (:func:`stratified_balance`): every stratum has as
+many positive pairs as negative ones, so a probe that knows only the name, only the distance bucket or
+only the direction scores 0.5. same_binding (its pairs are always in text order): what is left is
+whether the two occurrences share a scope. dataflow_edge (negatives: definitions of the SAME name as
+the use, at a similar distance on the same side): what is left is which definition reaches the use.
+(The plain 50/50 balance over all pairs, the first version of both tasks, let cheap cues answer. On
+networkx, same_binding: a per-name majority predictor scored 0.752 on test, above MiniLM's 0.743, and
+a distance stump 0.67-0.81. dataflow_edge: a distance stump 0.724, above MiniLM's 0.675; balanced
+within (name, distance bucket) only, the direction alone still scored 0.82-0.84, since a definition
+after the use reaches it only around a loop.) Baselines in every task's result: ``majority``;
+``name_only`` (the fit examples' majority label per type, the overall one for unseen types); pair
+tasks also ``distance_only`` (the best threshold on the token distance, chosen on fit; above 0.5 only
+by what is left inside a bucket) and ``direction_only`` (the fit majority label per direction).
 
 Control tasks, in the spirit of Hewitt & Liang (2019, "Designing and Interpreting Probes with
 Control Tasks"): the same probe on the same examples, with each example's label replaced so that it
@@ -59,11 +65,12 @@ Cost: one forward over files x windows x window tokens (defaults 96 x 2 x 256 = 
 debug_cpu encoder ~3 s, MiniLM ~10 s on one core) plus 2 fits per task and layer (each a few
 hundred ms for the defaults); :func:`StructureProbe` keeps the data for repeated use in training
 (``probe.structure_every``) with smaller caps.
-same_binding needs a larger budget than the defaults: only pairs of strata that hold both labels
-survive, so networkx at the defaults gives 262 / 366 / 546 fit / dev / test pairs, and 300 files x 2
-windows of 510 tokens (MiniLM: ``--files 300 --window 512 --tasks same_binding``, ~80 s on 2 cores)
-the caps' 3000 / 1000 / 2000 from 106 test files; the training hook's caps give fewer (the task is
-reported as skipped when fit has < 10).
+The pair tasks need a larger budget than the defaults: only pairs of strata that hold both labels
+survive. networkx, MiniLM's tokenizer: same_binding at the defaults 262 / 366 / 546 fit / dev / test
+pairs, at 300 files x 2 windows of 510 tokens (``--files 300 --window 512``, ~80 s on 2 cores) the
+caps' 3000 / 1000 / 2000 from 106 test files; dataflow_edge 74 / 78 / 162 at the defaults, 1300 / 604 /
+1912 from 134 test files at 300 x 512. The training hook's caps give fewer (a task is reported as
+skipped when fit has < 10).
 Not covered: tree-distance / depth probes (Hewitt & Manning), MDL probing, probes across windows,
 languages whose views lack the structure a task needs (the task is reported with n = 0).
 """
@@ -86,8 +93,8 @@ SALT = "codept-structure"
 CODE_TASKS = ("node_kind", "def_use", "same_binding", "dataflow_edge")
 TEXT_TASKS = ("word_boundary",)
 PAIR_TASKS = ("same_binding", "dataflow_edge")
-STRATIFIED = ("same_binding",)  # pair tasks balanced within (name, distance bucket), not over all pairs
-HARNESS = "codept.probe.structure 2"  # 2: same_binding stratified by name and distance
+STRATIFIED = ("same_binding", "dataflow_edge")  # pair tasks balanced within (name, direction, distance bucket)
+HARNESS = "codept.probe.structure 3"  # 2: same_binding stratified by name and distance; 3: dataflow_edge too, + direction
 
 
 @dataclass(frozen=True)
@@ -289,9 +296,10 @@ def stratified_balance(labels: np.ndarray, strata: np.ndarray, idx: np.ndarray, 
 
 
 def task_data(task: str, windows: list[Window], states: list, cfg: StructureConfig) -> dict | None:
-    """{"X": [(N, C) or (N, 2, C) per layer], "y", "types", "file", "part", "dist"} of one task, capped
-    (balanced for pair tasks, within name x distance strata for STRATIFIED); None when no example.
-    ``dist``: the token distance of a pair (0 for token tasks)."""
+    """{"X": [(N, C) or (N, 2, C) per layer], "y", "types", "file", "part", "dist", "after"} of one task,
+    capped (balanced for pair tasks, within name x direction x distance strata for STRATIFIED); None when
+    no example. ``dist``: the token distance of a pair (0 for token tasks); ``after``: 1 where the pair's
+    second token (dataflow_edge: the definition) comes after its first (the use)."""
     rows = []
     for wi, w in enumerate(windows):
         if task in w.tokens:
@@ -306,7 +314,8 @@ def task_data(task: str, windows: list[Window], states: list, cfg: StructureConf
     part = np.array([windows[r[0]].part for r in rows])
     types = np.array([r[3] for r in rows], dtype=np.int64)
     dist = np.array([abs(r[1][-1] - r[1][0]) for r in rows], dtype=np.int64)
-    strata = types * 64 + distance_bucket(dist)  # buckets < 64 for any window a model takes
+    after = np.array([r[1][-1] > r[1][0] for r in rows], dtype=np.int64)  # pair: its second token comes later
+    strata = (types * 2 + after) * 64 + distance_bucket(dist)  # buckets < 64 for any window a model takes
     keep = []
     for p, k in (("fit", cfg.max_train * 3 // 4), ("dev", cfg.max_train // 4), ("test", cfg.max_test)):
         idx = np.nonzero(part == p)[0]
@@ -321,7 +330,7 @@ def task_data(task: str, windows: list[Window], states: list, cfg: StructureConf
         X.append(np.stack([np.stack([states[rows[i][0]][layer][t] for t in rows[i][1]]) for i in keep]).squeeze(1)
                  if task not in PAIR_TASKS else
                  np.stack([np.stack([states[rows[i][0]][layer][t] for t in rows[i][1]]) for i in keep]))
-    return {"X": X, "y": y[keep], "types": types[keep], "dist": dist[keep],
+    return {"X": X, "y": y[keep], "types": types[keep], "dist": dist[keep], "after": after[keep],
             "file": np.array([windows[rows[i][0]].file for i in keep], dtype=np.int64), "part": part[keep]}
 
 
@@ -441,6 +450,7 @@ def score_task(task: str, data: dict, cfg: StructureConfig) -> dict:
     out["name_only"] = name_only(y, data["types"], fit, test)
     if pair:
         out["distance_only"] = distance_only(y, data["dist"], fit, test)
+        out["direction_only"] = name_only(y, data["after"], fit, test)  # the majority label per direction
     out["types_test_seen_in_fit"] = float(np.isin(data["types"][test], data["types"][fit]).mean())
     layers, best, keep = [], None, {}
     for layer, X in enumerate(data["X"]):
@@ -523,14 +533,14 @@ def markdown(result: dict) -> str:
     lines = [f"# structural probes: {result.get('slug', '')}", "",
              f"harness {HARNESS}; states of every layer (0 = embeddings), frozen; layer chosen by dev accuracy; "
              "SE = bootstrap over test files; control = the labels permuted within each token/name type", "",
-             "| task | layer | accuracy | control | selectivity | majority / name-only / distance-only | "
+             "| task | layer | accuracy | control | selectivity | majority / name-only / distance-only / direction-only | "
              "n fit / dev / test (test files) |",
              "|---|---|---|---|---|---|---|"]
     for task, r in result["tasks"].items():
         if "acc" not in r:
             lines.append(f"| {task} | - | {r.get('skipped', '')} | | | | |")
             continue
-        chance = " / ".join(f"{r[k]:.3f}" for k in ("majority", "name_only", "distance_only") if k in r)
+        chance = " / ".join(f"{r[k]:.3f}" for k in ("majority", "name_only", "distance_only", "direction_only") if k in r)
         n = r["n"]
         lines.append(f"| {task} | {r['layer']} | {r['acc']:.3f} ± {r['acc_se']:.3f} | {r['control']:.3f} ± "
                      f"{r['control_se']:.3f} | {r['selectivity']:.3f} ± {r['selectivity_se']:.3f} | {chance} | "
