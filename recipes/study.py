@@ -22,7 +22,8 @@ Studies (:data:`STUDIES`): ``budget`` (mlm vs untrained at one budget: which bud
 mlm vs ar; each structure objective vs mlm on its matching probe), ``full`` (defaults plus token vs
 whole-word vs span vs syntax_span masking, 80/10/10 vs all-[MASK], static vs dynamic masking, NSP vs
 SOP), ``smoke`` (two rows, for the tests).
-Cost: rows x seeds x (one run + ~20 s of probes); at 100 steps of debug_cpu with model.layers=2 on 2
+Cost: rows x seeds x (one run + 15-70 s of probes: every networkx file, 4 windows of 256 tokens, ~500 k
+tokens; the untrained row once per seed); at 100 steps of debug_cpu with model.layers=2 on 2
 CPU ranks a run is ~1 minute (ar ~2).
 Not covered: fine-tuned evaluation of every row (``codept probe finetune`` on a row's folder does
 it), studies over several corpora.
@@ -102,7 +103,10 @@ def structure_cfg(study: str):
 
     if study == "smoke":
         return StructureConfig(files=8, windows=1, max_train=200, max_test=100, iters=5, boot=10)
-    return StructureConfig(files=64, max_train=3000, max_test=1500, iters=50, boot=200)
+    # every networkx file (556), 4 windows of 256 tokens (debug_cpu's seq_len): ~500 k tokens, so the pair
+    # tasks (balanced within strata, harness 3) reach ~1,500 test pairs; at 64 files x 2 windows dataflow_edge
+    # had 40 / 30 / 72 fit / dev / test pairs and same_binding 152 / 138 / 350 (SE 0.06-0.07 per run)
+    return StructureConfig(files=600, windows=4, max_train=3000, max_test=1500, iters=50, boot=200)
 
 
 def _structure(folder: Path, row: Row, seed: int, like: Path | None, cfg) -> dict:
