@@ -137,7 +137,10 @@ def test_varlen_bf16_is_as_close_as_dense(name, vocab, views):
     ref = states("reference", False)
     dense = (states("sdpa", True) - ref).abs().max()
     varlen = (states("varlen", True) - ref).abs().max()
-    assert varlen < BF16_TOL and varlen <= 1.25 * dense + 1e-6, (RULES[name], float(varlen), float(dense))
+    # plm: the query stream starts from w's raw scale (no embedding LayerNorm), so its states are the
+    # bf16 attention output itself: ~2 bf16 ulps at |g| ~3 (measured 0.0053 on both paths), not 1e-3
+    tol = 1e-2 if name == "plm" else BF16_TOL
+    assert varlen < tol and varlen <= 1.25 * dense + 1e-6, (RULES[name], float(varlen), float(dense))
 
 
 def test_explicit_orders_and_prefixes_on_one_document_rows(vocab, views):

@@ -384,3 +384,50 @@ def test_recipe_refuses_glm_and_plm_examples_longer_than_a_row():
         configure("debug_cpu", [f"data.mixture={name}:1", "seq_len=128", f"objective.{name}.max_tokens=128"])
     settings, _ = configure("debug_cpu", ["data.mixture=glm:1,electra:1"])
     assert settings.sections["model"].block_positions and settings.loss == {"rtd": 50.0}
+
+
+@pytest.mark.slow
+def test_plm_leaves_the_content_stream_telling_tokens_apart(default_tok, vocab):
+    """plm trains only the query stream's output; the content stream (what the probes, the export and
+    every other head read) shares its weights. With g0 LayerNormed like a token's embedding, the shared
+    attention grew until its nearly constant context read matched the residual, and every final
+    content state became alike (here: spread 0.14 after 60 steps; 0.61 with the raw g0 of
+    transformer.Embeddings; debug_cpu 100 steps in docs/ablations.md). Spread = per-dimension std of
+    the final states over the tokens of unseen documents, averaged (benchmarks/state_spread.py)."""
+    from codept.data.sources import read_source
+    from codept.data.stream import Mixture, PackedStream, Source
+    from codept.model.pretrainer import init_output_priors
+    from codept.probe.encoders import layer_states
+    from codept.structure.view import build_view
+
+    files = [p for p in stdlib_files()[100:160] if 3000 < p.stat().st_size < 60000][:24]
+    views = [build_view(str(p), "python", read_source(p), default_tok) for p in files]
+    train, held = views[:20], views[20:]
+    obj = build("plm", vocab, max_tokens=128)
+    src = Source("s", len(train), lambda i, rng, ctx: obj(train[i], rng, ctx), salt=5, get=train.__getitem__,
+                 context=True)
+    torch.manual_seed(0)
+    m = T.Transformer(T.configure(T.debug_cpu(vocab_size=vocab.size), hidden=64, heads=4, intermediate=256,
+                                  layers=2, dropout=0.0, attention_dropout=0.0))  # post-LN, zero residual init
+    net = Pretrainer(m, {"plm": build_head("plm", m)})
+    batches = PackedStream(Mixture([src], [1.0], seed=0), seq_len=128, pad_id=vocab.pad_id, buffer=32).batches(16)
+    opt = None
+    for step, rows in enumerate(batches):
+        batch = collate(rows)
+        if opt is None:  # as the recipes: output priors, then AdamW at debug_cpu's lr
+            assert init_output_priors(net, [batch])["plm"] > 0
+            opt = torch.optim.AdamW(net.parameters(), lr=1e-3, betas=(0.9, 0.98), eps=1e-6, weight_decay=0.01)
+        loss_sum, n = net(batch)["plm"]
+        opt.zero_grad()
+        (loss_sum / n.clamp(min=1)).backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        opt.step()
+        if step == 59:
+            break
+    ids = torch.zeros(len(held), 128, dtype=torch.long)
+    for i, v in enumerate(held):
+        ids[i] = torch.as_tensor(v.input_ids[:128])
+    with torch.no_grad():
+        final = layer_states(m.eval(), ids, torch.ones_like(ids, dtype=torch.bool))[-1]  # (B, T, C) bidirectional
+    spread = float(final.reshape(-1, final.shape[-1]).std(0).mean())
+    assert spread > 0.4, f"content stream collapsed: spread {spread:.3f} (random init ~0.8)"

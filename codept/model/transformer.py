@@ -35,8 +35,9 @@ Attention paths (equal within float tolerance; tests/test_model.py, tests/test_c
               one SDPA call per group, a gather and a scatter of q, k, v for rows holding several
               documents.
 Two-stream attention (XLNet's permutation LM, :meth:`Transformer.two_stream`): a content stream
-(the forward above) and a query stream that starts from a learned vector at each position and
-reads keys/values from the content stream under the STRICT rule order[k] < order[q]; same weights.
+(the forward above) and a query stream that starts from a learned vector plus each position's
+embeddings, not LayerNormed (small, as XLNet's w), and reads keys/values from the content stream under
+the STRICT rule order[k] < order[q]; same weights.
 Cost: ~6 N FLOPs per token for training (N = non-embedding parameters) plus 12 L C T for attention
 (:meth:`Transformer.flops_per_token`). Not covered: KV caches / generation, relative or rotary
 positions, pre-LN, MoE; the varlen path runs on the padded layout (the padding-free one of
@@ -333,7 +334,12 @@ class Embeddings(nn.Module):
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, types: torch.Tensor | None = None,
                 langs: torch.Tensor | None = None, block_positions: torch.Tensor | None = None,
                 token_vector: torch.Tensor | None = None) -> torch.Tensor:
-        """``token_vector`` (C,): used for every token instead of the token table (XLNet's query stream)."""
+        """``token_vector`` (C,): used for every token instead of the token table (XLNet's query stream),
+        and then NOT LayerNormed: the query stream starts at the raw scale of its vectors (norm ~0.3 at
+        init_std 0.02), as XLNet's w does, not at the sqrt(C) of a normalised state. Its first block's
+        post-LN then lets a context read of ordinary size outweigh the placeholder; from a normalised
+        start the SHARED attention weights had to grow until their output matched the residual, and in
+        the content stream that drowned every token's own identity (docs/ablations.md, plm)."""
         t = self.types.weight[0] if types is None else self.types(types)
         tok = self.tokens(input_ids) if token_vector is None else token_vector.view(1, 1, -1).expand(*input_ids.shape, -1)
         x = tok + t  # (B, T, C); BERT's summation order
@@ -342,7 +348,7 @@ class Embeddings(nn.Module):
             x = x + self.langs(langs)
         if self.blocks is not None and block_positions is not None:
             x = x + self.blocks(block_positions)
-        return self.drop(self.norm(x))
+        return self.drop(x if token_vector is not None else self.norm(x))
 
 
 class SelfAttention(nn.Module):
@@ -452,7 +458,8 @@ class Transformer(nn.Module):
 
         1. h0 = the usual embeddings; g0 = the embeddings with the vector ``query`` (C,) (XLNet's
            learned w, held by the head) in place of every token, at the token's own position, type,
-           language and block position: it knows WHERE, never WHAT.
+           language and block position: it knows WHERE, never WHAT. g0 skips the embedding LayerNorm
+           (:class:`Embeddings`: a normalised g0 made the content stream collapse).
         2. Each block, with the SAME weights for both streams:
              h = Block(h, rule: order[k] <= order[q] or prefix[k])            (the usual forward)
              g = Block(g, keys/values from the previous layer's h, rule: order[k] < order[q] or prefix[k])

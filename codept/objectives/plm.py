@@ -10,7 +10,8 @@
    the "plm" head): the content stream sees order[k] <= order[q], the query stream order[k] < order[q]
    and predicts token q without seeing it.
 What differs from XLNet: absolute (not relative) positions and no Transformer-XL memory or segment
-recurrence; the query stream starts from the [MASK] token's embedding (XLNet: a learned vector w);
+recurrence; the query stream starts from XLNet's learned vector w plus the absolute position
+(codept.model.regimes.QueryLMHead; not LayerNormed, codept.model.transformer.Embeddings);
 the permutation is over single tokens (XLNet permutes within spans of a longer context), no
 bidirectional data input pipeline; partial prediction by rank exactly as in XLNet (K = 6 or 7 there).
 Cost: O(T) NumPy; the model side about twice a forward. Not covered: span-based permutations.
