@@ -175,6 +175,26 @@ class Views:
         every = np.concatenate(per_batch) if per_batch else np.zeros(0, np.uint64)
         return every if self._indices is None else every[self._indices]
 
+    def ragged(self, name: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """One array field of every view at once: (values, counts), the views' arrays concatenated in
+        view order ((sum counts, width) for a 2-D field) and each view's number of entries; None when
+        the table lacks the column (a DERIVED field of an older table: read per view instead). Cost:
+        one copy of the field (no per-view Python object); an objective's whole-corpus filter reads it."""
+        if not all(name in c for c in self._cols):
+            return None
+        w = self._widths[name]
+        flat = np.concatenate([c[name][0] for c in self._cols]) if self._cols else np.zeros(0, np.int64)
+        base = np.cumsum([0] + [len(c[name][0]) for c in self._cols])
+        ends = np.concatenate([c[name][1][1:] + base[i] for i, c in enumerate(self._cols)]) if self._cols else np.zeros(0, np.int64)
+        starts = np.concatenate([c[name][1][:-1] + base[i] for i, c in enumerate(self._cols)]) if self._cols else ends
+        if self._indices is not None:
+            starts, ends = starts[self._indices], ends[self._indices]
+        counts = (ends - starts).astype(np.int64)
+        total = int(counts.sum())
+        idx = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(total)
+        values = flat[idx]
+        return (values if w == 0 else values.reshape(-1, w)), (counts if w == 0 else counts // w)
+
     def __getitem__(self, i: int):
         if not -self._n <= i < self._n:
             raise IndexError(f"view {i} out of range for {self._n} views")
@@ -310,10 +330,25 @@ def _open_folders(paths: list[Path], kind, columns, tokenizer, max_trace_chars, 
 
 def view_source(views, objective, name: str, salt: int = 0, kind: str | None = None) -> Source:
     """A stream Source applying ``objective(view, rng, ctx)`` to the views of `views` (anything
-    :func:`open_views` takes)."""
+    :func:`open_views` takes). An objective with a ``keep(views) -> (mask | None, reason)`` attribute
+    names the views it can never make an example from (code_doc: no documented definition); the
+    source serves only the others, and counts the left-out ones in ``Source.skipped`` {reason: n}
+    (the stream then spends no read on them: 43% of the stdlib's views for code_doc). One with a
+    ``prepare(views)`` attribute computes per-document arrays once over the served views
+    (``Source.prepared``, read as ``ctx.source.prepared[ctx.index]``-style look-ups): the same
+    examples as from the view alone, without re-deriving them at every read."""
     views = open_views(views, kind)
     if len(views) == 0:
         raise ValueError(f"source {name!r}: the views dataset is empty")
+    skipped = {}
+    keep = getattr(objective, "keep", None)
+    if keep is not None:  # views the objective can never make an example from are not read at all
+        mask, reason = keep(views)
+        if mask is not None and not mask.all():
+            if not mask.any():
+                raise ValueError(f"source {name!r}: none of its {len(views)} views can give an example ({reason})")
+            skipped = {reason: int((~mask).sum())}
+            views = views.select(np.flatnonzero(mask))
 
     def make(index: int, rng, ctx):
         return objective(views[index], rng, ctx)
@@ -325,8 +360,9 @@ def view_source(views, objective, name: str, salt: int = 0, kind: str | None = N
             index.update((k, i) for i, k in reversed(list(enumerate(views.keys()))))
         return index.get(key)
 
+    prep = getattr(objective, "prepare", None)
     source = Source(name=name, n=len(views), make=make, salt=salt, get=views.__getitem__, context=True, find=find,
-                    folders=views.folders)
+                    folders=views.folders, skipped=skipped, prepared=prep(views) if prep else None)
     bind = getattr(objective, "bind", None)
     if bind is not None:  # an objective reading more than its document checks it can, before any example
         bind(source)

@@ -793,7 +793,8 @@ def test_outputs_are_pinned(byte_tok, name):
 
 @pytest.mark.parametrize("kw", [{}, {"max_tokens": 128}, {"max_tokens": 0}, {"max_tokens": 512}, {"pairs": 3},
                                 {"max_code_tokens": 7, "max_doc_tokens": 5, "max_tokens": 40},
-                                {"kinds": ("function", "method", "class")}])
+                                {"kinds": ("function", "method", "class")}, {"pairs": 1},
+                                {"pairs": 1, "max_code_tokens": 7, "max_doc_tokens": 2}])
 def test_fast_path_is_the_unit_path(small_tok, monkeypatch, kw):
     """The default path (summaries field, no MLM, no negatives) computes every pair as index
     arithmetic over the read; the per-pair path (_pair + _as_example, which MLM and hard negatives
@@ -803,9 +804,12 @@ def test_fast_path_is_the_unit_path(small_tok, monkeypatch, kw):
     monkeypatch.setattr(code_doc, "_UNIT_PATH", True)
     slow = build("code_doc", vocab, **kw)
     n = 0
-    for i, v in enumerate(stdlib_views(small_tok, 120, 150)):
-        a, b = fast(v, np.random.default_rng([i, 9])), slow(v, np.random.default_rng([i, 9]))
+    for i, v in enumerate(stdlib_views(small_tok, 120, 150) + wordless_doc_views(small_tok) * 3):
+        ra, rb = np.random.default_rng([i, 9]), np.random.default_rng([i, 9])
+        a, b = fast(v, ra), slow(v, rb)
+        a, b = ([a] if isinstance(a, Example) else a), ([b] if isinstance(b, Example) else b)  # pairs=1: one
         assert (a is None) == (b is None) and len(a or []) == len(b or [])
+        assert ra.bit_generator.state == rb.bit_generator.state  # the same draws
         for x, y in zip(a or [], b or []):
             assert x.input_ids.dtype == y.input_ids.dtype and np.array_equal(x.input_ids, y.input_ids)
             assert x.parts.dtype == y.parts.dtype and np.array_equal(x.parts, y.parts)
@@ -813,4 +817,80 @@ def test_fast_path_is_the_unit_path(small_tok, monkeypatch, kw):
             assert x.scalars == y.scalars and all(type(k) is int for k in x.scalars["pair"])
             assert x.labels == y.labels == {} and x.pointers == y.pointers == {}
             n += x.n_parts // 2
-    assert n >= 40  # pairs compared
+    assert n >= (15 if kw.get("pairs") == 1 else 40)  # pairs compared (pairs=1: one per view at most)
+
+
+def wordless_doc_views(tok) -> list:
+    """Files whose docs have no word (``\"\"\"...\"\"\"``: a doc, no summary) next to two documented
+    functions: the picks that fall back to another definition (in a drawn order), and a file with none."""
+    bare = 'def a{i}(x):\n    """..."""\n    return x\n\n\n'
+    good = 'def b(y):\n    """Return y doubled."""\n    return 2 * y\n\n\n'
+    other = 'def c(z):\n    """Return z halved."""\n    return z / 2\n\n\n'
+    texts = ["".join(bare.format(i=i) for i in range(k)) + good + bare.format(i=99) + other for k in (1, 3, 6)]
+    texts.append("".join(bare.format(i=i) for i in range(4)))  # docs, none with a word
+    return [build_view(f"wordless{j}.py", "python", t, tok) for j, t in enumerate(texts)]
+
+
+@pytest.mark.parametrize("kw", [{}, {"pairs": 1}, {"doc": "raw"}, {"kinds": ("class",)}, {"max_doc_tokens": 10_000}])
+def test_keep_drops_exactly_the_views_that_never_give_a_pair(small_tok, kw):
+    """view_source reads only the views code_doc.keep marks (whole-corpus arrays): a dropped view gives
+    no pair for any rng, and (doc from the view's summaries, or raw) every kept one gives one; the
+    stream's Source counts the dropped ones. Real stdlib files (43% have no documented definition)."""
+    from codept.views import open_views, to_table, view_source
+
+    vs = stdlib_views(small_tok, 0, 90, min_size=0) + [fixture_view("java", "Fields.java", small_tok)] + wordless_doc_views(small_tok)
+    views = open_views(to_table(vs))
+    obj = build("code_doc", Vocab.from_tokenizer(small_tok), **kw)
+    mask, reason = obj.keep(views)
+    gives = np.array([obj(v, np.random.default_rng([i, 3])) is not None for i, v in enumerate(vs)])
+    assert 5 < mask.sum() < len(vs) and reason == "no_documented_definition"
+    assert not gives[~mask].any()  # never a pair lost
+    if kw.get("max_doc_tokens", 0) <= 64:  # doc sides known from the arrays: exact
+        assert np.array_equal(mask, gives)
+    sel = np.arange(len(vs))[::2]
+    assert np.array_equal(obj.keep(views.select(sel))[0], mask[sel])  # also over a selection
+    src = view_source(views, obj, "code_doc")
+    assert src.n == mask.sum() and src.skipped == {reason: int((~mask).sum())}
+    assert [src.get(i).path for i in range(src.n)] == [v.path for v, m in zip(vs, mask) if m]
+
+
+def test_candidates_small_path_equals_the_array_path(small_tok, monkeypatch):
+    """Up to code_doc.SMALL definitions candidates() takes a Python pass: the same rows as the NumPy
+    mask (eligible) on real views of every size, every kind table."""
+    vs = stdlib_views(small_tok, 0, 60, min_size=0)
+    funcs = [np.asarray(v.functions) for v in vs] + [np.array([[0, 5, 9, 5, 6, 5, 7], [9, 0, 4, 0, 1, 0, 2],
+                                                               [-1, 0, 9, 0, 1, 3, 5], [1, 0, 3, 0, 1, 0, 3]], np.int32)]
+    assert sum(0 < len(f.reshape(-1, 7)) <= code_doc.SMALL for f in funcs) >= 10
+    for kinds in ([0, 1, 2], [1], list(range(len(code_doc.DEFINITION_KINDS)))):
+        allowed = code_doc.allowed_kinds(np.array(kinds))
+        for f in funcs:
+            want = np.flatnonzero(code_doc.eligible(f.reshape(-1, 7), allowed)) if len(f) else np.zeros(0, np.intp)
+            got = code_doc.candidates(f, None, allowed)
+            assert got.dtype == np.intp and got.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("kw", [{"pairs": 1}, {"pairs": 1, "max_doc_tokens": 3, "max_code_tokens": 9, "kinds": ("class", "function")}])
+def test_prepared_index_gives_the_same_stream(small_tok, kw):
+    """pairs=1 on the default path reads view i's candidates from the source's index (prepare, one
+    pass over the corpus); without a context it derives them from the view: the same Example and
+    the same rng draws for every served view, fallback draws (a pick without a summary) included."""
+    from codept.data.stream import Context
+    from codept.views import open_views, to_table, view_source
+
+    vs = stdlib_views(small_tok, 0, 120, min_size=0) + wordless_doc_views(small_tok)
+    obj = build("code_doc", Vocab.from_tokenizer(small_tok), **kw)
+    src = view_source(open_views(to_table(vs)), obj, "code_doc")
+    index = src.prepared
+    assert isinstance(index, code_doc._Index) and (index.hi <= index.lo).sum() > 5  # candidates without a summary
+    for epoch in range(3):
+        for i in range(src.n):
+            ra, rb = np.random.default_rng([i, epoch]), np.random.default_rng([i, epoch])
+            a = obj(src.get(i), ra, Context(src, i, epoch, 0.0))
+            b = obj(src.get(i), rb)
+            assert ra.bit_generator.state == rb.bit_generator.state
+            assert (a is None) == (b is None)
+            if a is not None:
+                assert a.input_ids.dtype == b.input_ids.dtype and np.array_equal(a.input_ids, b.input_ids)
+                assert np.array_equal(a.parts, b.parts) and a.parts.dtype == b.parts.dtype
+                assert np.array_equal(a.prefix, b.prefix) and a.scalars == b.scalars
+    assert build("code_doc", Vocab.from_tokenizer(small_tok)).prepare(src.get.__self__) is None  # pairs=0: its own path

@@ -52,7 +52,7 @@ training; a re-split run does not draw the rows in the order a run of M ranks fr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -80,6 +80,8 @@ class Source:
     context: bool = False  # make takes a third argument, the Context
     find: Callable[[str], int | None] | None = None  # the index of the document with this key (a view's path), None if absent
     folders: tuple = ()  # the prepared folders the documents were read from (sidecars beside them: mined negatives)
+    skipped: dict = field(default_factory=dict)  # documents left out before any read: {reason: count} (codept.views.view_source)
+    prepared: Any = None  # what the objective computed once over all documents (codept.views.view_source), or None
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,10 @@
 
 1. Candidates: the view's definitions (CodeView.functions) of the configured kinds (functions and
    methods by default) that have a doc and keep at least one token of code once the doc is removed.
-   None when there is no candidate (the stream drops None: codept.data.stream.PackedStream).
+   None when there is no candidate (the stream drops None: codept.data.stream.PackedStream). A
+   stream source never reads a view that cannot give a pair (``keep``: no candidate, or for
+   "summary" none whose doc has a summary; whole-corpus arrays, counted in ``Source.skipped`` as
+   ``no_documented_definition``: 43% of the stdlib's views); mined negatives keep every view.
 2. ``pairs=0`` (default): every candidate whose doc gives a doc side (below), in a random order;
    one read of a file feeds all its documented definitions (a file used to give one pair per read:
    23 k delivered tokens/s for 2 M read). ``pairs=n``: at most n of them. ``pairs=1``: one pair,
@@ -67,7 +70,11 @@ Cost: O(F + the kept tokens) NumPy work per document, no string work (with the f
 per doc otherwise), one Example per group (benchmarks/bench_code_objectives.py). The default path
 (summaries field, no MLM, no negatives) computes every pair's sides of a read as index ranges and
 gathers all their tokens at once, each group's Example a slice of it; MLM and negatives build
-each pair's sides (``_pair``), the reference the default path equals (tests).
+each pair's sides (``_pair``), the reference the default path equals (tests). ``pairs=1`` on
+the default path reads each view's candidates, summary ranges and definition fields from the
+source's index (``prepare``: one NumPy pass over the corpus's functions and summaries columns at
+source creation, ~40 bytes per candidate), then gathers one pair's tokens; called without a
+context it derives the same from the view (tests: the same Examples and draws).
 Not covered: the whitespace the removed docstring leaves behind (an empty line stays in the code);
 negatives beyond the micro-step of all ranks (the head's limit); the summary's limits
 (codept.structure.summary). "summary" against "raw" was measured (single process, 16 rows of 256, 200 steps,
@@ -94,6 +101,7 @@ from codept.structure.kinds import DEFINITION_KINDS
 from codept.structure.summary import SUMMARY_CAP, summary_tokens  # noqa: F401 (summary_tokens re-exported)
 
 PID_BITS = 62  # 2 * pid + 1 < 2**63: the pair keys fit int64
+SMALL = 24  # candidates(): up to this many definitions, one Python pass (the same rows as eligible())
 _UNIT_PATH = False  # tests: True makes the default path build per-pair units too (the reference of the fast path)
 DOC_MODES = ("summary", "raw")
 NEGATIVES = ("none", "same_file", "mined")
@@ -202,18 +210,35 @@ def prefixes_of(settings: dict) -> tuple[str, str]:
             str(settings.get("objective.code_doc.code_prefix") or ""))
 
 
-def candidates(functions: np.ndarray, kind_ids: np.ndarray) -> np.ndarray:
+def candidates(functions: np.ndarray, kind_ids: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:
     """Rows of `functions` (F, 7) eligible for a pair: kind allowed, a non-empty doc, and code left
-    after the doc's tokens are removed from the definition."""
-    allowed = np.zeros(len(DEFINITION_KINDS), dtype=bool)  # a look-up table: np.isin costs more on a few rows
-    allowed[np.asarray(kind_ids, dtype=np.int64)] = True
+    after the doc's tokens are removed from the definition. ``allowed``: the kind look-up table of
+    `kind_ids` (:func:`allowed_kinds`), built once by a caller that asks for every read."""
     f = functions.reshape(-1, 7)
     if not len(f):
         return np.zeros(0, dtype=np.intp)
-    kind, s, e, ds, de = f.T[[0, 1, 2, 5, 6]].astype(np.int64)
+    allowed = allowed_kinds(kind_ids) if allowed is None else allowed
+    if len(f) <= SMALL:  # a few rows: a Python pass beats ~10 NumPy calls of ~1 us each (half the views)
+        top = len(allowed) - 1
+        return np.array([i for i, (k, s, e, _, _, ds, de) in enumerate(f.tolist())
+                         if allowed[min(max(k, 0), top)] and 0 <= ds < de and e - s > max(min(e, de) - max(s, ds), 0)],
+                        dtype=np.intp)
+    return np.flatnonzero(eligible(f, allowed))
+
+
+def eligible(f: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """The mask of :func:`candidates` over definition rows `f` (F, 7), of one view or of a corpus."""
+    kind, s, e, ds, de = f[:, 0], f[:, 1], f[:, 2], f[:, 5], f[:, 6]
     overlap = np.maximum(np.minimum(e, de) - np.maximum(s, ds), 0)  # np.clip costs more on a few rows
-    ok = allowed[np.minimum(np.maximum(kind, 0), len(allowed) - 1)] & (kind < len(allowed)) & (ds >= 0) & (de > ds) & (e - s > overlap)
-    return np.flatnonzero(ok)
+    return allowed[np.minimum(np.maximum(kind, 0), len(allowed) - 1)] & (ds >= 0) & (de > ds) & (e - s > overlap)
+
+
+def allowed_kinds(kind_ids: np.ndarray) -> np.ndarray:
+    """A look-up table over kind ids (np.isin costs more on a few rows): True at `kind_ids`, and one
+    False slot past the known kinds that every larger (unknown) id is clamped onto."""
+    allowed = np.zeros(len(DEFINITION_KINDS) + 1, dtype=bool)
+    allowed[np.asarray(kind_ids, dtype=np.int64)] = True
+    return allowed
 
 
 def code_ranges(row, n_tokens: int, max_code_tokens: int) -> list[tuple[int, int]]:
@@ -243,6 +268,20 @@ class _Unit:
         return sum(len(x) for x in self.sides)
 
 
+@dataclass(frozen=True)
+class _Index:
+    """code_doc.prepare's look-ups over a source's views: view i's candidates are entries
+    off[i]:off[i + 1], each with its row, summary range [lo, hi) into ``tok`` (token indices) and
+    definition fields (start, end, doc start, doc end)."""
+
+    off: np.ndarray
+    rows: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    fields: np.ndarray
+    tok: np.ndarray
+
+
 def _groups(units: list[_Unit], max_tokens: int) -> list[list[_Unit]]:
     """Consecutive units in groups of at most `max_tokens` tokens (a longer unit alone); 0 = one each."""
     out, j = [], 0
@@ -265,6 +304,7 @@ def _as_example(group: list[_Unit]) -> Example:
 
 def build(vocab: render.Vocab, cfg: Config = Config()):
     kind_ids = np.array([DEFINITION_KINDS.index(k) for k in cfg.kinds], dtype=np.int64)
+    allowed = allowed_kinds(kind_ids)
     from_view = cfg.doc == "summary" and cfg.max_doc_tokens <= SUMMARY_CAP  # the view's summaries field serves
     none = np.zeros(0, dtype=np.int32)
     qp = vocab.encode(cfg.query_prefix, "objective.code_doc.query_prefix") if cfg.query_prefix else none
@@ -293,12 +333,15 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         return np.concatenate([ids, text[: cap - len(ids)]]).astype(text.dtype, copy=False) if len(ids) else text
 
     def code_doc(view, rng: np.random.Generator, ctx=None) -> Example | list[Example] | None:
+        index = ctx.source.prepared if ctx is not None else None
+        if isinstance(index, _Index):  # pairs=1 on the default path, candidates found once (prepare)
+            return _indexed_one(view, index, ctx.index, rng)
         funcs = np.asarray(view.functions)
-        cand = candidates(funcs, kind_ids)
+        cand = candidates(funcs, kind_ids, allowed)
         if len(cand) == 0:
             return None
         if cfg.pairs == 1:
-            return _one_pair(view, funcs, cand, rng, ctx)
+            return _fast_one(view, funcs, cand, rng) if fast else _one_pair(view, funcs, cand, rng, ctx)
         order = rng.permutation(cand)
         if fast:
             return _fast_examples(view, funcs, order, rng)
@@ -337,6 +380,58 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
                     u = _with_mined(view, row, u, rng, ctx)
                 return _as_example([u])
         return None  # no doc with a word: no pair (the stream drops None)
+
+    def _fast_one(view, funcs, cand, rng) -> Example | None:
+        """``_one_pair`` on the default path (summaries field, no MLM, no negatives, no prefixes)
+        without per-pair units: the same rng draws (pick, pair id, the fallback order only if the
+        pick has no summary), the same Example (test_code_doc: test_fast_path_is_the_unit_path)."""
+        pick = int(rng.integers(len(cand)))
+        pid = int(rng.integers(0, 2**PID_BITS, dtype=np.int64))
+        summ = np.asarray(view.summaries).reshape(-1, 2)
+        by_row = summ[:, 0]
+        row = int(cand[pick])
+        lo, hi = by_row.searchsorted((row, row + 1)).tolist()  # rows are ints: right of row = left of row + 1
+        if hi <= lo:  # no summary: the others in random order, the first with one
+            others = rng.permutation(np.delete(cand, pick))
+            los, his = by_row.searchsorted(others, "left"), by_row.searchsorted(others, "right")
+            ok = np.flatnonzero(his > los)
+            if not len(ok):
+                return None
+            row, lo, hi = int(others[ok[0]]), int(los[ok[0]]), int(his[ok[0]])
+        ids = np.asarray(view.input_ids)
+        doc = ids[summ[lo:min(hi, lo + cfg.max_doc_tokens), 1]]
+        code = [ids[a:b] for a, b in code_ranges(funcs[row].tolist(), len(ids), cfg.max_code_tokens)]
+        tokens = np.concatenate([doc, *code]).astype(np.int32, copy=False)
+        parts = np.ones(len(tokens), dtype=np.int32)
+        parts[:len(doc)] = 0
+        return Example(tokens, np.ones(len(tokens), dtype=bool), scalars={"pair": [2 * pid, 2 * pid + 1]}, parts=parts)
+
+    def _indexed_one(view, index: "_Index", i: int, rng) -> Example | None:
+        """``_fast_one`` with view i's candidates, summary ranges and definition fields read from
+        the source's index (:func:`prepare`) instead of derived from the view: the same draws and
+        Example (test_code_doc: test_prepared_index_gives_the_same_stream)."""
+        a, b = int(index.off[i]), int(index.off[i + 1])
+        if b == a:
+            return None
+        pick = int(rng.integers(b - a))
+        pid = int(rng.integers(0, 2**PID_BITS, dtype=np.int64))
+        j = a + pick
+        if index.hi[j] <= index.lo[j]:  # no summary: the others in random order, the first with one
+            rows = index.rows[a:b]
+            pos = a + rows.searchsorted(rng.permutation(np.delete(rows, pick)))
+            ok = np.flatnonzero(index.hi[pos] > index.lo[pos])
+            if not len(ok):
+                return None
+            j = int(pos[ok[0]])
+        lo, hi = int(index.lo[j]), int(index.hi[j])
+        ids = np.asarray(view.input_ids)
+        doc = ids[index.tok[lo:min(hi, lo + cfg.max_doc_tokens)]]
+        s_, e_, ds, de = index.fields[j].tolist()
+        code = [ids[x:y] for x, y in code_ranges((0, s_, e_, 0, 0, ds, de), len(ids), cfg.max_code_tokens)]
+        tokens = np.concatenate([doc, *code]).astype(np.int32, copy=False)
+        parts = np.ones(len(tokens), dtype=np.int32)
+        parts[:len(doc)] = 0
+        return Example(tokens, np.ones(len(tokens), dtype=bool), scalars={"pair": [2 * pid, 2 * pid + 1]}, parts=parts)
 
     def _summary_ranges(view, rows: np.ndarray):
         """The view's summaries (K, 2) (function row, token index; by row) and, per row, the range
@@ -487,7 +582,53 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         if cfg.negatives == "mined":
             mined_of(source)
 
+    def keep(views) -> tuple[np.ndarray | None, str]:
+        """Which views can ever give a pair (codept.views.view_source reads only those): one with an
+        eligible definition whose doc has a summary (doc="summary" from the view's field), or with an
+        eligible definition (the other doc modes, whose empty docs are rare and found per read).
+        Whole-corpus arrays, no view object. None (read every view) without the columns, and with
+        mined negatives, whose code sides may come from files without any doc."""
+        got = views.ragged("functions") if cfg.negatives != "mined" else None
+        if got is None:
+            return None, ""
+        funcs, counts = got
+        ok = eligible(funcs.reshape(-1, 7), allowed)
+        summ = views.ragged("summaries") if from_view else None
+        if summ is not None:
+            (entries, per_view), first = summ, np.cumsum(counts) - counts
+            local = entries.reshape(-1, 2)[:, 0]
+            inside = local < np.repeat(counts, per_view)  # (always, in a prepared view)
+            has = np.zeros(len(ok), dtype=bool)
+            has[(np.repeat(first, per_view) + local)[inside]] = True
+            ok &= has
+        owner = np.repeat(np.arange(len(counts)), counts)
+        return np.bincount(owner[ok], minlength=len(counts)) > 0, "no_documented_definition"
+
+    def prepare(views) -> "_Index | None":
+        """The single-pair default path's look-ups for every served view, from whole-corpus arrays:
+        its candidate rows, each one's summary range and (start, end, doc start, doc end). None on
+        the other paths, or without the columns. Cost: one pass of NumPy over the functions and
+        summaries columns; memory ~40 bytes per candidate plus 4 per summary token."""
+        if not (fast and cfg.pairs == 1):
+            return None
+        got, summ = views.ragged("functions"), views.ragged("summaries")
+        if got is None or summ is None:
+            return None
+        (funcs, counts), (entries, per_view) = got, summ
+        funcs, entries = funcs.reshape(-1, 7), entries.reshape(-1, 2)
+        ok = eligible(funcs, allowed)
+        owner = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+        local = np.arange(len(funcs), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        key = (owner << 32) + local  # (view, row): sorted, as the summaries' (view, row) keys are
+        skey = (np.repeat(np.arange(len(per_view), dtype=np.int64), per_view) << 32) + entries[:, 0]
+        ck = key[ok]
+        return _Index(off=np.concatenate([[0], np.cumsum(np.bincount(owner[ok], minlength=len(counts)))]),
+                      rows=local[ok], lo=skey.searchsorted(ck, "left"), hi=skey.searchsorted(ck, "right"),
+                      fields=funcs[ok][:, [1, 2, 5, 6]], tok=entries[:, 1].astype(np.int64))
+
     code_doc.bind = bind
+    code_doc.keep = keep
+    code_doc.prepare = prepare
     return code_doc
 
 

@@ -328,6 +328,10 @@ def streams(views, mixture: list[tuple[str, float]], vocab, settings: dict, wrap
             out.append(view_source(docs, obj, key, salt=i + 1))
         except NegativesError as e:  # code_doc negatives=mined: no / a stale sidecar (its message says what to run)
             raise ConfigError(f"{key}: {e}") from None
+        if out[-1].skipped and launched_rank() == 0:  # views the objective can never use: never read
+            why = ", ".join(f"{r} {n}" for r, n in out[-1].skipped.items())
+            print(f"{key}: {sum(out[-1].skipped.values())} of {out[-1].n + sum(out[-1].skipped.values())} views "
+                  f"not read: {why}", file=sys.stderr, flush=True)
     return out
 
 
