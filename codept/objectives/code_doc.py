@@ -399,8 +399,11 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
                 return None
             row, lo, hi = int(others[ok[0]]), int(los[ok[0]]), int(his[ok[0]])
         ids = np.asarray(view.input_ids)
-        doc = ids[summ[lo:min(hi, lo + cfg.max_doc_tokens), 1]]
-        code = [ids[a:b] for a, b in code_ranges(funcs[row].tolist(), len(ids), cfg.max_code_tokens)]
+        return _single(ids, ids[summ[lo:min(hi, lo + cfg.max_doc_tokens), 1]], funcs[row].tolist(), pid)
+
+    def _single(ids: np.ndarray, doc: np.ndarray, definition, pid: int) -> Example:
+        """The Example of one pair: the doc side, then the code of `definition` (a functions row)."""
+        code = [ids[a:b] for a, b in code_ranges(definition, len(ids), cfg.max_code_tokens)]
         tokens = np.concatenate([doc, *code]).astype(np.int32, copy=False)
         parts = np.ones(len(tokens), dtype=np.int32)
         parts[:len(doc)] = 0
@@ -425,13 +428,8 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
             j = int(pos[ok[0]])
         lo, hi = int(index.lo[j]), int(index.hi[j])
         ids = np.asarray(view.input_ids)
-        doc = ids[index.tok[lo:min(hi, lo + cfg.max_doc_tokens)]]
         s_, e_, ds, de = index.fields[j].tolist()
-        code = [ids[x:y] for x, y in code_ranges((0, s_, e_, 0, 0, ds, de), len(ids), cfg.max_code_tokens)]
-        tokens = np.concatenate([doc, *code]).astype(np.int32, copy=False)
-        parts = np.ones(len(tokens), dtype=np.int32)
-        parts[:len(doc)] = 0
-        return Example(tokens, np.ones(len(tokens), dtype=bool), scalars={"pair": [2 * pid, 2 * pid + 1]}, parts=parts)
+        return _single(ids, ids[index.tok[lo:min(hi, lo + cfg.max_doc_tokens)]], (0, s_, e_, 0, 0, ds, de), pid)
 
     def _summary_ranges(view, rows: np.ndarray):
         """The view's summaries (K, 2) (function row, token index; by row) and, per row, the range
