@@ -879,7 +879,8 @@ def test_prepared_index_gives_the_same_stream(small_tok, kw):
 
     vs = stdlib_views(small_tok, 0, 120, min_size=0) + wordless_doc_views(small_tok)
     obj = build("code_doc", Vocab.from_tokenizer(small_tok), **kw)
-    src = view_source(open_views(to_table(vs)), obj, "code_doc")
+    views = open_views(to_table(vs))
+    src = view_source(views, obj, "code_doc")
     index = src.prepared
     assert isinstance(index, code_doc._Index) and (index.hi <= index.lo).sum() > 5  # candidates without a summary
     for epoch in range(3):
@@ -893,4 +894,4 @@ def test_prepared_index_gives_the_same_stream(small_tok, kw):
                 assert a.input_ids.dtype == b.input_ids.dtype and np.array_equal(a.input_ids, b.input_ids)
                 assert np.array_equal(a.parts, b.parts) and a.parts.dtype == b.parts.dtype
                 assert np.array_equal(a.prefix, b.prefix) and a.scalars == b.scalars
-    assert build("code_doc", Vocab.from_tokenizer(small_tok)).prepare(src.get.__self__) is None  # pairs=0: its own path
+    assert build("code_doc", Vocab.from_tokenizer(small_tok)).prepare(views) is None  # pairs=0: its own path

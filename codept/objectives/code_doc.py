@@ -337,11 +337,14 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         if isinstance(index, _Index):  # pairs=1 on the default path, candidates found once (prepare)
             return _indexed_one(view, index, ctx.index, rng)
         funcs = np.asarray(view.functions)
+        if fast and cfg.pairs == 1:  # no source index (called without a context): this view's own
+            summ = np.asarray(view.summaries)
+            return _indexed_one(view, _index(funcs, [funcs.size // 7], summ, [summ.size // 2]), 0, rng)
         cand = candidates(funcs, kind_ids, allowed)
         if len(cand) == 0:
             return None
         if cfg.pairs == 1:
-            return _fast_one(view, funcs, cand, rng) if fast else _one_pair(view, funcs, cand, rng, ctx)
+            return _one_pair(view, funcs, cand, rng, ctx)
         order = rng.permutation(cand)
         if fast:
             return _fast_examples(view, funcs, order, rng)
@@ -381,26 +384,6 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
                 return _as_example([u])
         return None  # no doc with a word: no pair (the stream drops None)
 
-    def _fast_one(view, funcs, cand, rng) -> Example | None:
-        """``_one_pair`` on the default path (summaries field, no MLM, no negatives, no prefixes)
-        without per-pair units: the same rng draws (pick, pair id, the fallback order only if the
-        pick has no summary), the same Example (test_code_doc: test_fast_path_is_the_unit_path)."""
-        pick = int(rng.integers(len(cand)))
-        pid = int(rng.integers(0, 2**PID_BITS, dtype=np.int64))
-        summ = np.asarray(view.summaries).reshape(-1, 2)
-        by_row = summ[:, 0]
-        row = int(cand[pick])
-        lo, hi = by_row.searchsorted((row, row + 1)).tolist()  # rows are ints: right of row = left of row + 1
-        if hi <= lo:  # no summary: the others in random order, the first with one
-            others = rng.permutation(np.delete(cand, pick))
-            los, his = by_row.searchsorted(others, "left"), by_row.searchsorted(others, "right")
-            ok = np.flatnonzero(his > los)
-            if not len(ok):
-                return None
-            row, lo, hi = int(others[ok[0]]), int(los[ok[0]]), int(his[ok[0]])
-        ids = np.asarray(view.input_ids)
-        return _single(ids, ids[summ[lo:min(hi, lo + cfg.max_doc_tokens), 1]], funcs[row].tolist(), pid)
-
     def _single(ids: np.ndarray, doc: np.ndarray, definition, pid: int) -> Example:
         """The Example of one pair: the doc side, then the code of `definition` (a functions row)."""
         code = [ids[a:b] for a, b in code_ranges(definition, len(ids), cfg.max_code_tokens)]
@@ -410,9 +393,11 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         return Example(tokens, np.ones(len(tokens), dtype=bool), scalars={"pair": [2 * pid, 2 * pid + 1]}, parts=parts)
 
     def _indexed_one(view, index: "_Index", i: int, rng) -> Example | None:
-        """``_fast_one`` with view i's candidates, summary ranges and definition fields read from
-        the source's index (:func:`prepare`) instead of derived from the view: the same draws and
-        Example (test_code_doc: test_prepared_index_gives_the_same_stream)."""
+        """``_one_pair`` on the default path (summaries field, no MLM, no negatives, no prefixes),
+        view i's candidates, summary ranges and definition fields read from an index (the source's,
+        :func:`prepare`, or the view's own): the same rng draws (pick, pair id, the fallback order
+        only if the pick has no summary) and Example (test_code_doc: test_fast_path_is_the_unit_path,
+        test_prepared_index_gives_the_same_stream)."""
         a, b = int(index.off[i]), int(index.off[i + 1])
         if b == a:
             return None
@@ -580,49 +565,51 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         if cfg.negatives == "mined":
             mined_of(source)
 
+    def _index(funcs: np.ndarray, counts, entries: np.ndarray | None, per_view) -> "_Index":
+        """The look-ups of views whose functions (counts[v] rows each, (F, 7) flat) and summaries
+        (per_view[v] entries, (K, 2) flat; None: no summaries field) are concatenated in view order:
+        every eligible definition's row, summary range (None without the field) and fields."""
+        funcs, counts = funcs.reshape(-1, 7), np.asarray(counts, dtype=np.int64)
+        ok = eligible(funcs, allowed)
+        owner = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+        local = np.arange(len(funcs), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        off = np.concatenate([[0], np.cumsum(np.bincount(owner[ok], minlength=len(counts)))])
+        lo = hi = tok = None
+        if entries is not None:
+            entries = entries.reshape(-1, 2)
+            key = (owner[ok] << 32) + local[ok]  # (view, row): sorted, as the summaries' (view, row) keys are
+            skey = (np.repeat(np.arange(len(per_view), dtype=np.int64), per_view) << 32) + entries[:, 0]
+            lo, hi, tok = skey.searchsorted(key, "left"), skey.searchsorted(key, "right"), entries[:, 1].astype(np.int64)
+        return _Index(off=off, rows=local[ok], lo=lo, hi=hi, fields=funcs[ok][:, [1, 2, 5, 6]], tok=tok)
+
+    def _corpus_index(views) -> "_Index | None":
+        """:func:`_index` over every view of `views` (whole-corpus arrays, no view object); None
+        without the functions column. Summaries only for doc="summary" from the view's field."""
+        got = views.ragged("functions")
+        if got is None:
+            return None
+        summ = views.ragged("summaries") if from_view else None
+        return _index(*got, *(summ if summ is not None else (None, None)))
+
     def keep(views) -> tuple[np.ndarray | None, str]:
         """Which views can ever give a pair (codept.views.view_source reads only those): one with an
         eligible definition whose doc has a summary (doc="summary" from the view's field), or with an
         eligible definition (the other doc modes, whose empty docs are rare and found per read).
-        Whole-corpus arrays, no view object. None (read every view) without the columns, and with
-        mined negatives, whose code sides may come from files without any doc."""
-        got = views.ragged("functions") if cfg.negatives != "mined" else None
-        if got is None:
+        None (read every view) without the columns, and with mined negatives, whose code sides may
+        come from files without any doc."""
+        index = _corpus_index(views) if cfg.negatives != "mined" else None
+        if index is None:
             return None, ""
-        funcs, counts = got
-        ok = eligible(funcs.reshape(-1, 7), allowed)
-        summ = views.ragged("summaries") if from_view else None
-        if summ is not None:
-            (entries, per_view), first = summ, np.cumsum(counts) - counts
-            local = entries.reshape(-1, 2)[:, 0]
-            inside = local < np.repeat(counts, per_view)  # (always, in a prepared view)
-            has = np.zeros(len(ok), dtype=bool)
-            has[(np.repeat(first, per_view) + local)[inside]] = True
-            ok &= has
-        owner = np.repeat(np.arange(len(counts)), counts)
-        return np.bincount(owner[ok], minlength=len(counts)) > 0, "no_documented_definition"
+        has = np.ones(len(index.rows), dtype=bool) if index.lo is None else index.hi > index.lo
+        c = np.concatenate([[0], np.cumsum(has)])
+        return c[index.off[1:]] > c[index.off[:-1]], "no_documented_definition"
 
     def prepare(views) -> "_Index | None":
-        """The single-pair default path's look-ups for every served view, from whole-corpus arrays:
-        its candidate rows, each one's summary range and (start, end, doc start, doc end). None on
+        """The single-pair default path's look-ups for every served view (:func:`_index`). None on
         the other paths, or without the columns. Cost: one pass of NumPy over the functions and
-        summaries columns; memory ~40 bytes per candidate plus 4 per summary token."""
-        if not (fast and cfg.pairs == 1):
-            return None
-        got, summ = views.ragged("functions"), views.ragged("summaries")
-        if got is None or summ is None:
-            return None
-        (funcs, counts), (entries, per_view) = got, summ
-        funcs, entries = funcs.reshape(-1, 7), entries.reshape(-1, 2)
-        ok = eligible(funcs, allowed)
-        owner = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
-        local = np.arange(len(funcs), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-        key = (owner << 32) + local  # (view, row): sorted, as the summaries' (view, row) keys are
-        skey = (np.repeat(np.arange(len(per_view), dtype=np.int64), per_view) << 32) + entries[:, 0]
-        ck = key[ok]
-        return _Index(off=np.concatenate([[0], np.cumsum(np.bincount(owner[ok], minlength=len(counts)))]),
-                      rows=local[ok], lo=skey.searchsorted(ck, "left"), hi=skey.searchsorted(ck, "right"),
-                      fields=funcs[ok][:, [1, 2, 5, 6]], tok=entries[:, 1].astype(np.int64))
+        summaries columns; memory ~40 bytes per candidate plus 8 per summary token."""
+        index = _corpus_index(views) if fast and cfg.pairs == 1 else None
+        return index if index is not None and index.lo is not None else None
 
     code_doc.bind = bind
     code_doc.keep = keep
