@@ -214,7 +214,8 @@ def _code_fingerprint() -> bytes:
     pkg = Path(__file__).resolve().parent
     h = hashlib.sha256()
     data = [pkg / "data" / f"{m}.py" for m in ("sources", "records", "redact", "dedup", "jobs", "viewrows")]
-    for f in sorted([*pkg.glob("structure/*.py"), *data, pkg / "prepare.py", pkg / "tokenizer.py"]):
+    text = [pkg / "text" / f"{m}.py" for m in ("segment", "markup")]  # doc summaries (structure/summary.py) use them
+    for f in sorted([*pkg.glob("structure/*.py"), *data, *text, pkg / "prepare.py", pkg / "tokenizer.py"]):
         if f.is_file():
             h.update(f.read_bytes())
     return h.digest()

@@ -383,6 +383,42 @@ def test_summary_of_brace_language_docs(small_tok, lang, fixture, expected):
     assert not any(d.startswith(("/", "*")) for d in docs)
 
 
+# a doc whose first paragraph has no full stop, then a line holding only the comment marker: the
+# summary ends at that line (the probe's query does). PHP: MediaWiki's ContentSecurityPolicy::sendHeaders
+# doc as written (tabs); the others the same shape in each language's comment syntax.
+_MARKER_PARAGRAPH = [
+    ("php", "<?php\nclass ContentSecurityPolicy {\n\t/**\n\t * Send CSP headers based on wiki config\n\t *\n"
+            "\t * Main method that callers (OutputPage) are expected to use.\n\t * As a general rule, you would never"
+            " call this in an extension unless\n\t * you have disabled OutputPage and are fully controlling the output.\n"
+            "\t *\n\t * @since 1.32\n\t */\n\tpublic function sendHeaders() {\n\t\t$this->sendCSPHeader( 'a' );\n"
+            "\t\treturn;\n\t}\n}\n"),
+    ("java", "class A {\n    /**\n     * Send CSP headers based on wiki config\n     *\n     * Main method that callers"
+             " are expected to use.\n     */\n    void send() { return; }\n}\n"),
+    ("javascript", "/**\n * Send CSP headers based on wiki config\n *\n * Main method that callers are expected to use.\n"
+                   " */\nfunction send() { return 1; }\n"),
+    ("go", "package a\n\n// Send CSP headers based on wiki config\n//\n// Main method that callers are expected to use.\n"
+           "func SendHeaders() {}\n"),
+    ("ruby", "class A\n  # Send CSP headers based on wiki config\n  #\n  # Main method that callers are expected to use.\n"
+             "  def send\n    1\n  end\nend\n"),
+]
+
+
+@pytest.mark.parametrize("lang,src", _MARKER_PARAGRAPH, ids=[x[0] for x in _MARKER_PARAGRAPH])
+def test_summary_ends_at_a_comment_marker_only_line(small_tok, lang, src):
+    """A line holding only `` *`` / ``//`` / ``#`` is a comment's empty line: a paragraph break.
+    Before, the summary ran on into the next paragraph (5% of the PHP training pairs of
+    minilm_six_cpu: "get the edit's parent revision id the "parent" revision is ..."), where the
+    probe's query stops; now both say the first paragraph, in the view's summaries field too."""
+    from codept.probe.query import clean_query, normalize_query
+
+    v = build_view("a", lang, src, small_tok)
+    (_, _, _, ns, ne, ds, de), = [f for f in v.functions.tolist() if f[0] != DEFINITION_KINDS.index("class")]
+    e = build("code_doc", Vocab.from_tokenizer(small_tok), pairs=1)(v, np.random.default_rng(0))
+    got = normalize_query(decode(small_tok, sides(e)[0]))
+    assert got == normalize_query("Send CSP headers based on wiki config"), got
+    assert got == normalize_query(clean_query(v.token_text(ds, de), lang, v.token_text(ns, ne)))
+
+
 def test_summary_agrees_with_the_probe_queries_on_the_stdlib(small_tok):
     """The training doc side and the probe's query (codept.probe.query.clean_query, an independent
     string-level cleaner) agree word for word on most stdlib docstrings."""

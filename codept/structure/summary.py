@@ -14,7 +14,8 @@ summary as an index slice instead of doing this string work for every pair of ev
    no summary.
 2. Markup languages: skip the markup that opens the doc (:func:`_first_text_word`).
 3. The end: the first sentence / paragraph break after the start (only the first ``limit`` tokens
-   are searched); markup languages also stop at a line opening with a block tag (``@param``) or
+   are searched; a line holding only its comment marker, `` *`` / ``//`` / ``#``, is a blank line:
+   "Get the ID\n *\n * The parent ..." ends at "ID"); markup languages also stop at a line opening with a block tag (``@param``) or
    block HTML (``<p>``).
 4. The tokens overlapping [start, end), less markup-only tokens and framing marker tokens.
 Cost: one regex pass over at most ``limit`` tokens of text per documented definition, once per
@@ -41,6 +42,15 @@ _MARKER_ONLY = re.compile(r"[\s*/#'\"`]*")  # whitespace, quotes and comment mar
 _STRING_PREFIX = re.compile(r"\s*[rRbBuU]{1,2}(?=[\"'])")  # r\"\"\"...: the prefix is not a word
 _LINE_LEAD = re.compile(r"[ \t]*(?:[*/#]+[ \t]*)?")  # a doc line's indentation and comment marker
 _BLOCK_TAG = re.compile(r"\n" + _LINE_LEAD.pattern + "@[A-Za-z!]")  # a line opening with @param, @return, ...
+_MARKER_LINE = re.compile(r"(?<=\n)[ \t]*[*/#]+[ \t]*(?=\n)")  # a doc line holding only its comment marker
+
+
+def _blank_marker_lines(doc: str) -> str:
+    """`doc` with every line that holds only a comment marker (`` *`` of ``/** */``, ``//``, ``#``)
+    made blank, char for char (offsets unchanged): such a line is the empty line of a comment, so
+    it breaks a paragraph as a blank line does (codept.text.segment.paragraph_breaks; the probe's
+    query cleaner strips the markers before it looks for paragraphs)."""
+    return _MARKER_LINE.sub(lambda m: " " * len(m.group()), doc)
 
 
 def summary_tokens(text: str, offsets: np.ndarray, ds: int, de: int, name: str = "", lang: str = "",
@@ -77,7 +87,7 @@ def summary_tokens(text: str, offsets: np.ndarray, ds: int, de: int, name: str =
     if limit is not None:
         first_tok = ds + int(np.searchsorted(off[ds:de, 1], c0 + start, side="right"))
         stop = min(stop, int(off[min(de - 1, first_tok + limit), 1]) - c0)
-    breaks = sentence_breaks(doc[start:stop])
+    breaks = sentence_breaks(_blank_marker_lines(doc[start:stop]))
     end = start + (int(breaks[0]) if len(breaks) else stop - start)
     if html:  # Javadoc / JSDoc / PHPDoc / YARD: a block tag (@param) or block HTML (<p>) ends the text
         for stop in (_BLOCK_TAG.search(doc, start, end), markup.HTML_BLOCK.search(doc, start, end)):
