@@ -15,8 +15,8 @@ summary as an index slice instead of doing this string work for every pair of ev
 2. Markup languages: skip the markup that opens the doc (:func:`_first_text_word`).
 3. The end: the first sentence / paragraph break after the start (only the first ``limit`` tokens
    are searched; a line holding only its comment marker, `` *`` / ``//`` / ``#``, is a blank line:
-   "Get the ID\n *\n * The parent ..." ends at "ID"); markup languages also stop at a line opening with a block tag (``@param``) or
-   block HTML (``<p>``).
+   "Get the ID\n *\n * The parent ..." ends at "ID"); markup languages also stop at a line opening
+   with a block tag (``@param``) or block HTML (``<p>``).
 4. The tokens overlapping [start, end), less markup-only tokens and framing marker tokens.
 Cost: one regex pass over at most ``limit`` tokens of text per documented definition, once per
 view (benchmarks/bench_structure.py measures the whole view).
