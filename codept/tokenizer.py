@@ -64,6 +64,18 @@ def n_special(tok: Tokenizer) -> int:
     return sum(1 for t in tok.get_added_tokens_decoder().values() if t.special)
 
 
+def framing(tok: Tokenizer) -> tuple[list[int], list[int]]:
+    """(ids before, ids after) the tokenizer's post-processor puts around one text, found by encoding
+    one word with and without special tokens: ([CLS], [SEP]) for BERT's WordPiece (all-MiniLM-L6-v2),
+    (<s>, </s>) for RoBERTa's BPE, ([], []) for codept's own BPE (a ByteLevel post-processor)."""
+    bare = tok.encode("x", add_special_tokens=False).ids
+    full = tok.encode("x", add_special_tokens=True).ids
+    for i in range(len(full) - len(bare) + 1):
+        if full[i:i + len(bare)] == bare:
+            return full[:i], full[i + len(bare):]
+    return [], []
+
+
 def _new_tokenizer() -> Tokenizer:
     tok = Tokenizer(models.BPE(unk_token=None, byte_fallback=False))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)

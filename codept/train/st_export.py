@@ -6,9 +6,10 @@ loads, giving the vectors of codept's probe encoding (codept.probe.run.embed_wit
 2. What the probe does, as sentence-transformers modules (the files sentence-transformers 6 writes,
    written here without importing it): ``modules.json`` = Transformer (the root) -> Pooling (mean
    over the attention mask, prompt tokens included) -> Normalize (L2).
-   ``sentence_bert_config.json``: ``processing_kwargs.text.add_special_tokens = false`` (codept
-   encodes a text without the tokenizer's framing: a MiniLM-initialised run never sees [CLS] /
-   [SEP]), ``query_length`` = the probe's query cut (64 tokens) and ``document_length`` = its code
+   ``sentence_bert_config.json``: ``processing_kwargs.text.add_special_tokens`` = whether the run's
+   code_doc framed its sides (codept.objectives.code_doc.framed_of: the tokenizer's [CLS] / [SEP]
+   inside the cut, as transformers truncates; false for a run with ``frame="none"`` or older than
+   the setting, whose probe encodes bare texts), ``query_length`` = the probe's query cut (64 tokens) and ``document_length`` = its code
    cut (``probe.max_len``, 256 by default): ``encode_query`` / ``encode_document`` truncate as the
    probe does.
    ``config_sentence_transformers.json``: ``prompts`` {"query": query prefix, "document": code
@@ -46,14 +47,17 @@ class Encoding:
     code_max_len: int = 256
     pooling: str = "mean"
     normalize: bool = True
+    frame: bool = False  # the tokenizer's framing ([CLS] .. [SEP]) around every text, inside the cut
 
 
 def encoding_of(config: dict) -> Encoding:
-    """The probe encoding of a run from its recorded flat settings (``probe.max_len``, code_doc's prefixes)."""
-    from codept.objectives.code_doc import prefixes_of
+    """The probe encoding of a run from its recorded flat settings (``probe.max_len``, code_doc's
+    prefixes and framing)."""
+    from codept.objectives.code_doc import framed_of, prefixes_of
 
     q, c = prefixes_of(config)
-    return Encoding(query_prefix=q, code_prefix=c, code_max_len=int(config.get("probe.max_len") or 256))
+    return Encoding(query_prefix=q, code_prefix=c, code_max_len=int(config.get("probe.max_len") or 256),
+                    frame=framed_of(config))
 
 
 def _write(path: Path, obj) -> None:
@@ -77,7 +81,7 @@ def export(model, tokenizer_dir, out_dir, enc: Encoding = Encoding()) -> Path:
         {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.base.modules.normalize.Normalize"}])
     _write(out / "sentence_bert_config.json", {
         "transformer_task": "feature-extraction", "modality_config": {"text": {"method": "forward", "method_output_name": "last_hidden_state"}},
-        "module_output_name": "token_embeddings", "processing_kwargs": {"text": {"add_special_tokens": False}},
+        "module_output_name": "token_embeddings", "processing_kwargs": {"text": {"add_special_tokens": enc.frame}},
         "query_length": enc.query_max_len, "document_length": enc.code_max_len})
     _write(out / "1_Pooling" / "config.json", {"embedding_dimension": cfg.hidden, "pooling_mode": enc.pooling,
                                                "include_prompt": True})
@@ -105,5 +109,6 @@ def card_section(enc: Encoding) -> list[str]:
             f"| query prefix (prompt `query`) | {json.dumps(enc.query_prefix)} |",
             f"| code prefix (prompt `document`) | {json.dumps(enc.code_prefix)} |",
             f"| query / code tokens (prefix included) | {enc.query_max_len} / {enc.code_max_len} |",
-            f"| pooling | {enc.pooling} over the tokens, prefix included; no [CLS] / [SEP] added |",
+            f"| pooling | {enc.pooling} over the tokens, prefix{' and the tokenizer framing ([CLS] / [SEP])' if enc.frame else ''} "
+            f"included{'' if enc.frame else '; no [CLS] / [SEP] added'} |",
             f"| normalisation | {'L2 (cosine = dot product)' if enc.normalize else 'none'} |", ""]
