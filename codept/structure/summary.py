@@ -33,7 +33,7 @@ import re
 import numpy as np
 
 from codept.text import markup
-from codept.text.segment import sentence_breaks
+from codept.text.segment import first_sentence_break
 
 SUMMARY_CAP = 64  # tokens kept per doc in the view's ``summaries`` field (code_doc's max_doc_tokens up to this)
 SUMMARY_LIMIT = 2 * SUMMARY_CAP + 8  # tokens searched for the first sentence break (markers dropped never need more)
@@ -87,31 +87,49 @@ def summary_tokens(text: str, offsets: np.ndarray, ds: int, de: int, name: str =
     if limit is not None:
         first_tok = ds + int(np.searchsorted(off[ds:de, 1], c0 + start, side="right"))
         stop = min(stop, int(off[min(de - 1, first_tok + limit), 1]) - c0)
-    breaks = sentence_breaks(_blank_marker_lines(doc[start:stop]))
-    end = start + (int(breaks[0]) if len(breaks) else stop - start)
+    brk = first_sentence_break(_blank_marker_lines(doc[start:stop]))
+    end = start + (brk if brk is not None else stop - start)
     if html:  # Javadoc / JSDoc / PHPDoc / YARD: a block tag (@param) or block HTML (<p>) ends the text
         for stop in (_BLOCK_TAG.search(doc, start, end), markup.HTML_BLOCK.search(doc, start, end)):
             end = stop.start() if stop else end
     o = off[ds:de] - c0
-    idx = ds + np.flatnonzero((o[:, 1] > start) & (o[:, 0] < end))
-    masked = _markup_mask(doc, end) if html else None
-    keep = []
-    for i in idx.tolist():
-        a, b = int(off[i, 0]), int(off[i, 1])
-        lo, hi = max(a - c0, start), min(b - c0, end)
-        if masked is not None and (masked[lo:hi].any() or hi < b - c0):
+    idx = np.flatnonzero((o[:, 1] > start) & (o[:, 0] < end))
+    a, b = o[idx, 0], o[idx, 1]  # doc-relative
+    lo, hi = np.maximum(a, start), np.minimum(b, end)
+    keep = np.ones(len(idx), dtype=bool)
+    if html:
+        masked = _markup_mask(doc, end)
+        count = np.concatenate([[0], np.cumsum(masked)])
+        has_markup = count[hi] - count[lo] > 0
+        for k in np.flatnonzero(has_markup | (hi < b)).tolist():
             # a token holding markup or running past the summary: kept for the text beside it, and
             # beside markup only for a word ("}." and ">," go, "e}" stays)
-            rest = "".join(ch for ch, mk in zip(doc[lo:hi], masked[lo:hi]) if not mk).strip()
-            if not rest or (masked[lo:hi].any() and not _WORD.search(rest)):
-                continue
-        if _MARKER_ONLY.fullmatch(text, a, b):
-            tok = text[a:b]
-            line_start = text.rfind("\n", 0, a) + 1
-            if "\n" in tok or a < c0 + start or b >= c1 or not text[max(line_start, c0 + start):a].strip():
-                continue  # blank, opening / closing quotes, or a line's comment marker
-        keep.append(i)
-    return np.asarray(keep, dtype=np.int64)
+            l, h = int(lo[k]), int(hi[k])
+            rest = "".join(ch for ch, mk in zip(doc[l:h], masked[l:h]) if not mk).strip()
+            if not rest or (has_markup[k] and not _WORD.search(rest)):
+                keep[k] = False
+    # tokens of whitespace, quotes and comment markers only (a superset first: any non-ASCII char
+    # may be Unicode whitespace, the regex decides)
+    other = np.concatenate([[0], np.cumsum(~_maybe_marker(doc))])
+    for k in np.flatnonzero(keep & (other[b] == other[a])).tolist():
+        ta, tb = c0 + int(a[k]), c0 + int(b[k])
+        if _MARKER_ONLY.fullmatch(text, ta, tb):
+            line_start = text.rfind("\n", 0, ta) + 1
+            if "\n" in text[ta:tb] or ta < c0 + start or tb >= c1 or not text[max(line_start, c0 + start):ta].strip():
+                keep[k] = False  # blank, opening / closing quotes, or a line's comment marker
+    return ds + idx[keep]
+
+
+_MARKER_ASCII = np.zeros(128, dtype=bool)  # the ASCII chars _MARKER_ONLY accepts
+_MARKER_ASCII[[ord(c) for c in "*/#'\"`"] + [c for c in range(128) if chr(c).isspace()]] = True
+
+
+def _maybe_marker(doc: str) -> np.ndarray:
+    """(len(doc),) bool: chars that _MARKER_ONLY may accept (every non-ASCII char: it may be space)."""
+    if doc.isascii():
+        return _MARKER_ASCII[np.frombuffer(doc.encode("ascii"), dtype=np.uint8)]
+    codes = np.frombuffer(doc.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    return (codes >= 128) | _MARKER_ASCII[np.minimum(codes, 127)]
 
 
 def _first_text_word(text: str, begin: int, pos: int, end: int, lang: str) -> int | None:
@@ -188,8 +206,8 @@ def doc_summaries(text: str, offsets: np.ndarray, functions: np.ndarray, lang: s
     off = np.asarray(offsets).reshape(-1, 2)
     funcs = np.asarray(functions).reshape(-1, 7)
     rows, toks = [], []
-    for r in np.flatnonzero((funcs[:, 5] >= 0) & (funcs[:, 6] > funcs[:, 5])).tolist():
-        _, _, _, ns, ne, ds, de = (int(x) for x in funcs[r])
+    documented = np.flatnonzero((funcs[:, 5] >= 0) & (funcs[:, 6] > funcs[:, 5]))
+    for r, (_, _, _, ns, ne, ds, de) in zip(documented.tolist(), funcs[documented].tolist()):
         name = text[off[ns, 0]: off[ne - 1, 1]].strip() if ne > ns else ""
         t = summary_tokens(text, off, ds, de, name, lang, 2 * cap + 8)[:cap]
         rows.append(np.full(len(t), r, dtype=np.int64))

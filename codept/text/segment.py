@@ -111,6 +111,31 @@ def _ends_sentence(text: str, m: re.Match) -> bool:
     return _DOTTED.fullmatch(chunk) is None  # "U.S", "e.g" written with other letters
 
 
+def first_sentence_break(text: str) -> int | None:
+    """``sentence_breaks(text)[0]``, None when there is none; reads the text no further than the
+    first candidate of each rule (a summary needs only the first sentence)."""
+    n, best = len(text), None
+    for m in _PARA.finditer(text):
+        if m.start() > 0 and m.end() < n:
+            best = m.start()
+            break
+    for m in _EN_END.finditer(text):
+        if best is not None and m.end() >= best:
+            break
+        if _ends_sentence(text, m):
+            best = m.end()
+            break
+    last = None
+    for m in _ZH_END.finditer(text):
+        if best is not None and m.end() >= best:
+            break
+        last = len(text.rstrip()) if last is None else last
+        if 0 < m.end() < last:
+            best = m.end()
+            break
+    return best
+
+
 def sentence_breaks(text: str, paragraphs: np.ndarray | None = None) -> np.ndarray:
     """Sorted unique char offsets (K,) int64 where a sentence ends; includes every paragraph break."""
     last = len(text.rstrip())
