@@ -7,6 +7,8 @@ environment gets it. Prints one JSON object:
   trace      the tracer's units for the doctests of the package named in argv[1], installed only in
              this environment's site-packages (``pkg:`` item: imported by name inside the sandbox)
   write_site [status, stdout] of a program writing into that site-packages folder
+  script     [status, stdout, stderr] of `codept exec run`'s path (sandbox.run_script) on a file that
+             imports that package: the environment's packages import, __file__ names the file
   hostile    run_case rows of the hostile cases named in argv[2:] (codept.exec.hostile)
 Imports only codept.exec (stdlib only), so a bare venv without the project's dependencies runs it.
 """
@@ -35,6 +37,11 @@ def main() -> None:
     code = f"try:\n    open({str(site / 'pwned.py')!r}, 'w')\n    print('ESCAPED')\nexcept OSError as e:\n    print('CONTAINED', e)\n"
     r = sandbox.run_python(["-c", code])
     out["write_site"] = [r.status, r.stdout]
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / "probe_script.py"
+        f.write_text(f"import sys, {sys.argv[1]} as m\nprint(__file__, sys.argv[0], m.double(21))\n")
+        r = sandbox.run_script(f)
+    out["script"] = [r.status, r.stdout, r.stderr[-500:]]
     names = set(sys.argv[2:])
     with tempfile.TemporaryDirectory() as d:
         out["hostile"] = [hostile.run_case(c, Path(d)) for c in hostile.CASES if c.name in names]

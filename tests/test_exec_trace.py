@@ -3,6 +3,7 @@ objectives. Real inputs: the stdlib's statistics doctests, HumanEval from the hu
 small programs written here. The sandboxed parts need bubblewrap (skipped with its reason without)."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -151,6 +152,44 @@ def test_cli(bwrap, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "codept.cli", "exec", "run", str(f), "--timeout", "0"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "timeout=0.0: must be > 0" in bad.stderr
+
+
+def test_exec_run_is_python_file(bwrap, tmp_path):
+    """`codept exec run f.py` behaves as `python f.py` in this environment: __file__ and argv[0] name
+    the file, a traceback shows its lines, the environment's packages import (numpy: a dependency,
+    in site-packages), the file itself is read-only. Before: run as `-c` text under -S
+    (NameError on __file__, `File "<string>"`, ModuleNotFoundError: numpy)."""
+    f = tmp_path / "prog.py"
+    f.write_text("import sys, numpy\nprint(__file__, sys.argv[0], int(numpy.arange(4).sum()))\n"
+                 "try:\n    open(__file__, 'a')\nexcept OSError as e:\n    print('read-only')\n"
+                 "def boom():\n    raise ValueError('x')\nboom()\n")
+    out = subprocess.run([sys.executable, "-m", "codept.cli", "exec", "run", str(f)], capture_output=True, text=True)
+    res = json.loads(out.stdout)
+    assert res["status"] == "error" and res["exit_code"] == 1, res
+    assert res["stdout"] == "/tmp/prog.py /tmp/prog.py 6\nread-only\n", res
+    assert 'File "/tmp/prog.py", line 8, in boom' in res["stderr"] and "raise ValueError('x')" in res["stderr"]
+    odd = tmp_path / "my prog.py"  # a name that is not a plain file name runs as main.py
+    odd.write_text("print(__file__)\n")
+    res = json.loads(subprocess.run([sys.executable, "-m", "codept.cli", "exec", "run", str(odd)],
+                                    capture_output=True, text=True).stdout)
+    assert (res["status"], res["stdout"]) == ("ok", "/tmp/main.py\n")
+    r = sandbox.run_script(f, unsafe_no_sandbox=True)  # trusted: the host file itself
+    assert r.sandbox == "none" and r.stdout.startswith(f"{f} {f} 6\n"), r
+
+
+def test_seccomp_filter_program():
+    """The filter is whole sock_filter records whose jumps stay inside the program (the kernel would
+    refuse it otherwise), ending in ALLOW; the hostile suite checks what it blocks."""
+    import struct as st
+
+    prog = sandbox.seccomp_filter()
+    if prog is None:
+        pytest.skip(f"no seccomp filter for {os.uname().machine}")
+    ins = [st.unpack("=HBBI", prog[i:i + 8]) for i in range(0, len(prog), 8)]
+    assert len(prog) % 8 == 0 and ins[-1] == (0x06, 0, 0, 0x7FFF0000)
+    for i, (code, jt, jf, _k) in enumerate(ins):
+        if code & 0x07 == 0x05:  # BPF_JMP
+            assert i + 1 + max(jt, jf) < len(ins)
 
 
 # -- views and objectives (no sandbox: rows written here) ---------------------------------------

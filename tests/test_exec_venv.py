@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 DRIVER = REPO / "tests" / "exec_env_driver.py"
 PROBE = "codept_env_probe"
 HOSTILE = ["host_paths", "prefix_parents_empty", "write_host_file", "write_usr", "write_root", "read_shadow",
-           "list_etc", "env_secret", "proc_environ", "subprocess_spawn", "pid_namespace"]
+           "list_etc", "env_secret", "proc_environ", "subprocess_spawn", "pid_namespace", "user_namespace"]
 PROBE_SRC = '''"""Installed only in one test environment's site-packages."""
 
 
@@ -148,6 +148,7 @@ def test_sandbox_from_environment(bwrap, flavour, under_tmp):
     u = units[f"{PROBE}.double"]
     assert (u["error"], u["attempted"], u["failed"]) == (None, 1, 0) and u["counts"], u
     assert out["write_site"][1].startswith("CONTAINED"), out["write_site"]
+    assert out["script"][:2] == ["ok", "/tmp/probe_script.py /tmp/probe_script.py 42\n"], out["script"]
     assert not (site / "pwned.py").exists()
     rows = {r["case"]: r for r in out["hostile"]}
     assert sorted(rows) == sorted(HOSTILE)

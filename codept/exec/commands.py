@@ -12,13 +12,13 @@ def _cmd_exec_run(args) -> int:
     from codept.exec import sandbox
 
     try:
-        code = Path(args.file).read_text("utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        Path(args.file).read_bytes()
+    except OSError as e:
         print(f"codept exec run: cannot read {args.file}: {e}", file=sys.stderr)
         return 2
     try:
         limits = sandbox.Limits(timeout=args.timeout, memory_mb=args.memory_mb)
-        r = sandbox.run_python(["-c", code], limits, unsafe_no_sandbox=args.unsafe_no_sandbox)
+        r = sandbox.run_script(args.file, limits, unsafe_no_sandbox=args.unsafe_no_sandbox)
     except (ValueError, sandbox.SandboxUnavailable) as e:
         print(f"codept exec run: {e}", file=sys.stderr)
         return 2

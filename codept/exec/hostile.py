@@ -121,6 +121,22 @@ CASES = [
     Case("mount_tmpfs", "import ctypes, ctypes.util\nlibc = ctypes.CDLL(None, use_errno=True)\n"
          "r = libc.mount(b'none', b'/usr', b'tmpfs', 0, None)\nprint('CONTAINED' if r != 0 else 'ESCAPED', ctypes.get_errno())\n", _out_has()),
     Case("tiocsti", _fails("import fcntl, termios; fcntl.ioctl(0, termios.TIOCSTI, b'x')"), _out_has()),
+    # a user namespace of its own (root over its own mounts: mount a tmpfs over /usr there) by
+    # unshare, by clone, and by a 32-bit syscall (int 0x80: i386's unshare) past a 64-bit filter
+    Case("user_namespace", "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+         "r = libc.unshare(0x10000000 | 0x00020000)\nm = libc.mount(b'none', b'/usr', b'tmpfs', 0, None) if r == 0 else -1\n"
+         "print('CONTAINED' if r != 0 and m != 0 else 'ESCAPED', r, m, ctypes.get_errno())\n", _out_has()),
+    Case("user_namespace_clone", "import ctypes, os, signal\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+         "libc.syscall.restype = ctypes.c_long\nnr = {{'x86_64': 56, 'aarch64': 220}}.get(os.uname().machine)\n"
+         "pid = libc.syscall(nr, 0x10000000 | signal.SIGCHLD, 0, 0, 0, 0) if nr else -1\n"
+         "if pid == 0:\n    os._exit(0)\nif pid > 0:\n    os.waitpid(pid, 0)\n"
+         "print('CONTAINED' if pid < 0 else 'ESCAPED', pid)\n", _out_has()),
+    Case("user_namespace_i386", "import mmap, ctypes, os\n"
+         "if os.uname().machine != 'x86_64':\n    print('CONTAINED not x86_64')\n    raise SystemExit\n"
+         "code = bytes([0xb8, 0x36, 0x01, 0, 0, 0xbb, 0, 0, 0, 0x10, 0xcd, 0x80, 0xc3])  # mov eax,310; mov ebx,NEWUSER; int 0x80; ret\n"
+         "buf = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)\nbuf.write(code)\n"
+         "addr = ctypes.addressof(ctypes.c_char.from_buffer(buf))\nr = ctypes.CFUNCTYPE(ctypes.c_int)(addr)()\n"
+         "print('CONTAINED' if r != 0 else 'ESCAPED', r)\n", _out_has()),
 ]
 
 

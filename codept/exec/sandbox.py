@@ -22,7 +22,11 @@ Algorithm of :func:`run_python` (one call = one sandbox):
      interpreter, or a conda-style prefix: :func:`_binds`; no other host file is bound); sized tmpfs
      for /tmp and /dev/shm (an unsized /dev/shm is a host-memory hole), mounted BEFORE the prefixes
      so a venv under /tmp is not hidden by them; /dev read-only; no /etc (no /etc/shadow, no
-     resolver: a name lookup fails); no_new_privs; no capabilities.
+     resolver: a name lookup fails); no_new_privs; no capabilities; a seccomp filter
+     (:func:`seccomp_filter`: no new user namespace by unshare / clone, clone3 -> ENOSYS, no
+     syscall of another ABI such as i386's ``int 0x80``).
+     :func:`run_script` (``codept exec run``) runs a file as ``python file`` would: a read-only
+     copy at ``/tmp/<name>`` run with ``-s -B`` (site-packages on sys.path, read-only).
      As root, bwrap runs privileged and ``setpriv`` drops to a host uid that owns nothing (uid 0
      inside a user namespace still owns root's files and is exempt from RLIMIT_NPROC); as a normal
      user, bwrap runs unprivileged in a user namespace with that user's own uid.
@@ -38,9 +42,11 @@ Algorithm of :func:`run_python` (one call = one sandbox):
 Status: ok | error (non-zero exit) | signal (killed by a signal: segfault, SIGXFSZ, SIGXCPU, ...) |
 timeout (wall clock). Cost: ~50-90 ms of overhead per run (benchmarks/bench_exec.py). Not covered:
 memory cgroups (RLIMIT_AS bounds mappings, RLIMIT_FSIZE bounds files; page cache is not counted),
-CPU shares between parallel sandboxes, non-Linux hosts, code that needs /etc; site-packages is
-mounted (read-only, inside the prefix) but off sys.path (-S) unless the program adds it (the tracer does
-for ``pkg:`` items: tracer.site_packages, a venv's included); an editable install's source folder
+CPU shares between parallel sandboxes, non-Linux hosts, code that needs /etc, the seccomp filter
+on machines other than x86_64 / aarch64; site-packages is mounted (read-only, inside the prefix) but
+off sys.path (-S) for ``-c`` programs unless they add it (the tracer does for ``pkg:`` items:
+tracer.site_packages, a venv's included; :func:`run_script` has it); a script's sibling files are not
+there; an editable install's source folder
 and a user site (~/.local) are not mounted; a prefix holding /, /tmp, /dev or /proc is refused;
 as a normal user every sandbox runs under that user's uid, so parallel sandboxes share one process
 limit (as root each worker has its own uid).
@@ -52,6 +58,8 @@ import contextlib
 import hashlib
 import json
 import os
+import re
+import struct
 import shutil
 import signal
 import subprocess
@@ -98,9 +106,10 @@ class Limits:
         return hashlib.sha256(json.dumps([asdict(self), LAYOUT_VERSION, PY_FLAGS], sort_keys=True).encode()).hexdigest()[:16]
 
 
-LAYOUT_VERSION = 4  # bump when the mount / namespace layout or the interpreter flags change (2: hash seed fixed,
+LAYOUT_VERSION = 5  # bump when the mount / namespace layout or the interpreter flags change (2: hash seed fixed,
 # 3: the prefix's parent folders made traversable, so the sandbox runs the host's own interpreter,
-# 4: a venv's own interpreter (sys.executable unresolved) with its prefix bound after the /tmp tmpfs)
+# 4: a venv's own interpreter (sys.executable unresolved) with its prefix bound after the /tmp tmpfs,
+# 5: a seccomp filter: no nested user namespace, no syscall of another ABI)
 
 
 @dataclass
@@ -161,13 +170,32 @@ def check_sandbox() -> str:
 
 
 def run_python(args: list[str], limits: Limits = Limits(), stdin: bytes | None = None,
-               uid: int = SANDBOX_UID, unsafe_no_sandbox: bool = False) -> Result:
-    """Run ``python -s -S -B [-P] *args`` in a fresh sandbox (no host file is bound: programs travel as
-    ``-c`` text or on stdin). The side channel's fd number is in ``$CODEPT_RESULT_FD`` inside; its
+               uid: int = SANDBOX_UID, unsafe_no_sandbox: bool = False, flags: tuple[str, ...] = PY_FLAGS,
+               files: dict[str, bytes] | None = None) -> Result:
+    """Run ``python <flags> *args`` (default ``-s -S -B [-P]``) in a fresh sandbox. No host file is
+    bound: programs travel as ``-c`` text, on stdin, or in `files` (sandbox path under /tmp ->
+    bytes, placed read-only). The side channel's fd number is in ``$CODEPT_RESULT_FD`` inside; its
     bytes come back as ``side``."""
     if not unsafe_no_sandbox:
         check_sandbox()
-    return _launch(args, limits, stdin, uid, sandboxed=not unsafe_no_sandbox)
+    return _launch(args, limits, stdin, uid, sandboxed=not unsafe_no_sandbox, flags=flags, files=files or {})
+
+
+SCRIPT_FLAGS = ("-s", "-B")  # a program run as a script: site-packages on sys.path (read-only), no user site
+SCRIPT_DIR = "/tmp"
+
+
+def run_script(path: Path, limits: Limits = Limits(), unsafe_no_sandbox: bool = False) -> Result:
+    """Run one Python file as ``python path`` would in this environment: ``__file__``, ``sys.argv[0]``
+    and tracebacks name it, and the environment's packages (a venv's site-packages) are importable.
+    In the sandbox the file is a read-only copy at ``/tmp/<its name>`` (another name -> ``main.py``);
+    nothing else of its folder is there."""
+    data = Path(path).read_bytes()
+    if unsafe_no_sandbox:
+        return run_python([os.path.abspath(path)], limits, unsafe_no_sandbox=True, flags=SCRIPT_FLAGS)
+    name = Path(path).name if re.fullmatch(r"[\w.-]+\.py", Path(path).name) else "main.py"
+    dest = f"{SCRIPT_DIR}/{name}"
+    return run_python([dest], limits, flags=SCRIPT_FLAGS, files={dest: data})
 
 
 TRACER = Path(__file__).with_name("tracer.py")
@@ -220,7 +248,8 @@ def _binds() -> list[tuple[str, str, str]]:
     return out
 
 
-def _bwrap_argv(limits: Limits, uid: int, side_fd: int, info_fd: int) -> list[str]:
+def _bwrap_argv(limits: Limits, uid: int, side_fd: int, info_fd: int, data_fds: dict[str, int] | None = None,
+                seccomp_fd: int | None = None) -> list[str]:
     a = ["bwrap", "--info-fd", str(info_fd), "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net", "--unshare-ipc",
          "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
     for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
@@ -244,6 +273,10 @@ def _bwrap_argv(limits: Limits, uid: int, side_fd: int, info_fd: int) -> list[st
                 made.add(str(parent))
                 a += ["--perms", "0755", "--dir", str(parent)]
         a += [opt, src, dst]
+    for dest, fd in (data_fds or {}).items():  # inside the /tmp tmpfs, readable by the sandbox uid
+        a += ["--perms", "0444", "--ro-bind-data", str(fd), dest]
+    if seccomp_fd is not None:
+        a += ["--seccomp", str(seccomp_fd)]
     a += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
     for k, v in _inner_env(side_fd).items():
         a += ["--setenv", k, v]
@@ -254,6 +287,43 @@ def _bwrap_argv(limits: Limits, uid: int, side_fd: int, info_fd: int) -> list[st
         a[1:1] = ["--unshare-user", "--disable-userns"]
         a += ["--"]
     return a
+
+
+# seccomp (classic BPF over struct seccomp_data: nr at 0, arch at 4, args[0]'s low word at 16):
+# no new user namespace (unshare / clone with CLONE_NEWUSER -> EPERM; clone3, whose flags sit in
+# memory a filter cannot read, -> ENOSYS: glibc then falls back to clone), and no syscall of another
+# ABI (x32, or i386's `int 0x80` from a 64-bit process) that would pass under other numbers
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+_NR = {"x86_64": {"unshare": 272, "clone": 56, "clone3": 435}, "aarch64": {"unshare": 97, "clone": 220, "clone3": 435}}
+CLONE_NEWUSER = 0x10000000
+_RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
+_EPERM, _ENOSYS = 1, 38
+
+
+@lru_cache(maxsize=1)
+def seccomp_filter() -> bytes | None:
+    """The sandbox's seccomp program for bwrap's ``--seccomp`` (None on a machine other than x86_64
+    and aarch64: the sandbox then runs without it; bubblewrap's own --disable-userns covers the
+    unprivileged mode). Without it, a program can make a user namespace of its own as the sandbox
+    uid (it sees no more of the host there, but gets root's powers over its own mounts)."""
+    machine = os.uname().machine
+    if machine not in _NR:
+        return None
+    nr = _NR[machine]
+
+    def ins(code: int, jt: int, jf: int, k: int) -> bytes:
+        return struct.pack("=HBBI", code, jt, jf, k)
+
+    ld, jeq, jset, ret = 0x20, 0x15, 0x45, 0x06
+    prog = [
+        ins(ld, 0, 0, 4), ins(jeq, 1, 0, _AUDIT_ARCH[machine]), ins(ret, 0, 0, _RET_ERRNO | _EPERM),  # 0-2
+        ins(ld, 0, 0, 0), ins(jset, 0, 1, 0x40000000), ins(ret, 0, 0, _RET_ERRNO | _EPERM),  # 3-5: x32
+        ins(jeq, 0, 1, nr["clone3"]), ins(ret, 0, 0, _RET_ERRNO | _ENOSYS),  # 6-7
+        ins(jeq, 1, 0, nr["unshare"]), ins(jeq, 0, 3, nr["clone"]),  # 8-9
+        ins(ld, 0, 0, 16), ins(jset, 0, 1, CLONE_NEWUSER), ins(ret, 0, 0, _RET_ERRNO | _EPERM),  # 10-12
+        ins(ret, 0, 0, _RET_ALLOW),  # 13
+    ]
+    return b"".join(prog)
 
 
 def _inner_env(side_fd: int) -> dict[str, str]:
@@ -285,20 +355,36 @@ def processes_of(uid: int) -> list[int]:
     return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _uid_of(p) == uid]
 
 
-def _launch(args, limits: Limits, stdin, uid: int, sandboxed: bool) -> Result:
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as side, \
-            tempfile.TemporaryFile() as info:
+def _launch(args, limits: Limits, stdin, uid: int, sandboxed: bool, flags: tuple[str, ...] = PY_FLAGS,
+            files: dict[str, bytes] | None = None) -> Result:
+    with contextlib.ExitStack() as stack:
+        out, err, side, info, seccomp = (stack.enter_context(tempfile.TemporaryFile()) for _ in range(5))
+        data_fds = {}
+        for dest, data in (files or {}).items():  # each file's bytes from an unlinked host file
+            if not _inside(dest, SCRIPT_DIR) or dest == SCRIPT_DIR:
+                raise ValueError(f"sandbox file {dest!r}: must be a path under {SCRIPT_DIR}")
+            f = stack.enter_context(tempfile.TemporaryFile())
+            f.write(data)
+            f.seek(0)
+            data_fds[dest] = f.fileno()
         nproc = limits.processes if os.geteuid() == 0 else _own_processes() + limits.processes
+        pass_fds = [side.fileno(), info.fileno(), *data_fds.values()]
         if sandboxed:
-            argv = _prlimit_argv(limits, nproc) + _bwrap_argv(limits, uid, side.fileno(), info.fileno())
+            filt = seccomp_filter()
+            if filt is not None:
+                seccomp.write(filt)
+                seccomp.seek(0)
+                pass_fds.append(seccomp.fileno())
+            argv = _prlimit_argv(limits, nproc) + _bwrap_argv(limits, uid, side.fileno(), info.fileno(), data_fds,
+                                                              seccomp.fileno() if filt is not None else None)
             env = {"PATH": "/usr/bin:/bin"}
         else:
             argv = _prlimit_argv(limits, nproc)
             env = {**_inner_env(side.fileno()), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-        argv += [_python(), *PY_FLAGS, *args]
+        argv += [_python(), *flags, *args]
         t0 = time.monotonic()
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                                stdout=out, stderr=err, pass_fds=[side.fileno(), info.fileno()], env=env,
+                                stdout=out, stderr=err, pass_fds=pass_fds, env=env,
                                 start_new_session=True, cwd="/" if sandboxed else tempfile.gettempdir())
         status = _wait(proc, stdin, limits.timeout)
         swept, survivors = _reap(uid, _pid_ns(info)) if sandboxed else (0, 0)
