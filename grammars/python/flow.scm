@@ -65,35 +65,19 @@
    (generator_expression) (await)] @flow.item))
 
 ; one level deeper on the value side: `(a, b), c = (x, y), z` pairs a <- x, b <- y (the target side
-; nests at any depth above)
+; nests at any depth above). The outer value is any node (expression_list, tuple, list): a tuple or
+; list child of anything else is never an item of it, so that level stays all-to-all
 (assignment left: [(pattern_list) (tuple_pattern) (list_pattern)]
-  right: [(expression_list [(tuple [(identifier) (attribute) (subscript) (call) (integer) (float) (string) (concatenated_string) (true)
+  right: (_ [(tuple [(identifier) (attribute) (subscript) (call) (integer) (float) (string) (concatenated_string) (true)
     (false) (none) (list) (tuple) (dictionary) (set) (binary_operator) (unary_operator)
     (comparison_operator) (boolean_operator) (not_operator) (conditional_expression) (lambda)
     (parenthesized_expression) (list_comprehension) (dictionary_comprehension) (set_comprehension)
-    (generator_expression) (await)] @flow.item) (list [(identifier) (attribute) (subscript) (call) (integer) (float) (string) (concatenated_string) (true)
+    (generator_expression) (await)] @flow.item)
+             (list [(identifier) (attribute) (subscript) (call) (integer) (float) (string) (concatenated_string) (true)
     (false) (none) (list) (tuple) (dictionary) (set) (binary_operator) (unary_operator)
     (comparison_operator) (boolean_operator) (not_operator) (conditional_expression) (lambda)
     (parenthesized_expression) (list_comprehension) (dictionary_comprehension) (set_comprehension)
-    (generator_expression) (await)] @flow.item)])
-          (tuple [(tuple [(identifier) (attribute) (subscript) (call) (integer) (float) (string) (concatenated_string) (true)
-    (false) (none) (list) (tuple) (dictionary) (set) (binary_operator) (unary_operator)
-    (comparison_operator) (boolean_operator) (not_operator) (conditional_expression) (lambda)
-    (parenthesized_expression) (list_comprehension) (dictionary_comprehension) (set_comprehension)
-    (generator_expression) (await)] @flow.item) (list [(identifier) (attribute) (subscript) (call) (integer) (float) (string) (concatenated_string) (true)
-    (false) (none) (list) (tuple) (dictionary) (set) (binary_operator) (unary_operator)
-    (comparison_operator) (boolean_operator) (not_operator) (conditional_expression) (lambda)
-    (parenthesized_expression) (list_comprehension) (dictionary_comprehension) (set_comprehension)
-    (generator_expression) (await)] @flow.item)])
-          (list [(tuple [(identifier) (attribute) (subscript) (call) (integer) (float) (string) (concatenated_string) (true)
-    (false) (none) (list) (tuple) (dictionary) (set) (binary_operator) (unary_operator)
-    (comparison_operator) (boolean_operator) (not_operator) (conditional_expression) (lambda)
-    (parenthesized_expression) (list_comprehension) (dictionary_comprehension) (set_comprehension)
-    (generator_expression) (await)] @flow.item) (list [(identifier) (attribute) (subscript) (call) (integer) (float) (string) (concatenated_string) (true)
-    (false) (none) (list) (tuple) (dictionary) (set) (binary_operator) (unary_operator)
-    (comparison_operator) (boolean_operator) (not_operator) (conditional_expression) (lambda)
-    (parenthesized_expression) (list_comprehension) (dictionary_comprehension) (set_comprehension)
-    (generator_expression) (await)] @flow.item)])])
+    (generator_expression) (await)] @flow.item)]))
 
 ; -- object fields (views with fields only: codept.structure.view.build_view(fields=True)): self.x
 ((attribute object: (identifier) @_self attribute: (identifier) @flow.field) (#eq? @_self "self"))
