@@ -176,6 +176,8 @@ def run_python(args: list[str], limits: Limits = Limits(), stdin: bytes | None =
     bound: programs travel as ``-c`` text, on stdin, or in `files` (sandbox path under /tmp ->
     bytes, placed read-only). The side channel's fd number is in ``$CODEPT_RESULT_FD`` inside; its
     bytes come back as ``side``."""
+    if files and unsafe_no_sandbox:
+        raise ValueError("run_python: files= are placed inside the sandbox; without it run the host file itself")
     if not unsafe_no_sandbox:
         check_sandbox()
     return _launch(args, limits, stdin, uid, sandboxed=not unsafe_no_sandbox, flags=flags, files=files or {})
