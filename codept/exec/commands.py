@@ -12,11 +12,6 @@ def _cmd_exec_run(args) -> int:
     from codept.exec import sandbox
 
     try:
-        Path(args.file).read_bytes()
-    except OSError as e:
-        print(f"codept exec run: cannot read {args.file}: {e}", file=sys.stderr)
-        return 2
-    try:
         limits = sandbox.Limits(timeout=args.timeout, memory_mb=args.memory_mb)
         r = sandbox.run_script(args.file, limits, unsafe_no_sandbox=args.unsafe_no_sandbox)
     except (ValueError, sandbox.SandboxUnavailable) as e:

@@ -192,7 +192,10 @@ def run_script(path: Path, limits: Limits = Limits(), unsafe_no_sandbox: bool = 
     and tracebacks name it, and the environment's packages (a venv's site-packages) are importable.
     In the sandbox the file is a read-only copy at ``/tmp/<its name>`` (another name -> ``main.py``);
     nothing else of its folder is there."""
-    data = Path(path).read_bytes()
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {e}") from e
     if unsafe_no_sandbox:
         return run_python([os.path.abspath(path)], limits, unsafe_no_sandbox=True, flags=SCRIPT_FLAGS)
     name = Path(path).name if re.fullmatch(r"[\w.-]+\.py", Path(path).name) else "main.py"
@@ -360,7 +363,7 @@ def processes_of(uid: int) -> list[int]:
 def _launch(args, limits: Limits, stdin, uid: int, sandboxed: bool, flags: tuple[str, ...] = PY_FLAGS,
             files: dict[str, bytes] | None = None) -> Result:
     with contextlib.ExitStack() as stack:
-        out, err, side, info, seccomp = (stack.enter_context(tempfile.TemporaryFile()) for _ in range(5))
+        out, err, side, info = (stack.enter_context(tempfile.TemporaryFile()) for _ in range(4))
         data_fds = {}
         for dest, data in (files or {}).items():  # each file's bytes from an unlinked host file
             if not _inside(dest, SCRIPT_DIR) or dest == SCRIPT_DIR:
@@ -372,13 +375,14 @@ def _launch(args, limits: Limits, stdin, uid: int, sandboxed: bool, flags: tuple
         nproc = limits.processes if os.geteuid() == 0 else _own_processes() + limits.processes
         pass_fds = [side.fileno(), info.fileno(), *data_fds.values()]
         if sandboxed:
-            filt = seccomp_filter()
+            filt, seccomp_fd = seccomp_filter(), None
             if filt is not None:
-                seccomp.write(filt)
-                seccomp.seek(0)
-                pass_fds.append(seccomp.fileno())
-            argv = _prlimit_argv(limits, nproc) + _bwrap_argv(limits, uid, side.fileno(), info.fileno(), data_fds,
-                                                              seccomp.fileno() if filt is not None else None)
+                f = stack.enter_context(tempfile.TemporaryFile())
+                f.write(filt)
+                f.seek(0)
+                seccomp_fd = f.fileno()
+                pass_fds.append(seccomp_fd)
+            argv = _prlimit_argv(limits, nproc) + _bwrap_argv(limits, uid, side.fileno(), info.fileno(), data_fds, seccomp_fd)
             env = {"PATH": "/usr/bin:/bin"}
         else:
             argv = _prlimit_argv(limits, nproc)

@@ -110,7 +110,7 @@ def summary_tokens(text: str, offsets: np.ndarray, ds: int, de: int, name: str =
                 keep[k] = False
     # tokens of whitespace, quotes and comment markers only (a superset first: any non-ASCII char
     # may be Unicode whitespace, the regex decides)
-    other = np.concatenate([[0], np.cumsum(~_maybe_marker(doc))])
+    other = np.concatenate([[0], np.cumsum(~_maybe_marker(doc[: int(b.max()) if len(b) else 0]))])
     for k in np.flatnonzero(keep & (other[b] == other[a])).tolist():
         ta, tb = c0 + int(a[k]), c0 + int(b[k])
         if _MARKER_ONLY.fullmatch(text, ta, tb):
